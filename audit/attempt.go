@@ -1,0 +1,106 @@
+// Package audit records every delivery attempt hookrelay makes and serves the
+// customer-visible delivery log.
+//
+// An [Attempt] is produced to the attempts topic by the dispatcher the moment an
+// attempt ends (Kafka is the buffer, so a ClickHouse outage loses nothing); a
+// [Sink] consumes that topic and batch-inserts into a [Store]. The package
+// imports nothing of hookrelay's pipeline.
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Outcome is the result of one attempt as shown in the delivery log. The set
+// is closed; the values are stored verbatim in ClickHouse.
+type Outcome string
+
+// The outcomes of an attempt (seed "Webhook Delivery Throttling and Retries",
+// delivery policy table, and the delivery-path issue).
+const (
+	// Delivered: the endpoint answered 2xx.
+	Delivered Outcome = "delivered"
+	// RetryScheduled: a timeout, connection, DNS or TLS error, 408, 429 or
+	// 5xx; another attempt is scheduled at NextAttemptAt.
+	RetryScheduled Outcome = "retry_scheduled"
+	// Failed: any other 3xx or 4xx; permanent, never retried.
+	Failed Outcome = "failed"
+	// Gone: 410; permanent, and the endpoint is disabled with reason gone.
+	Gone Outcome = "gone"
+	// Blocked: the SSRF guard refused the resolved address; permanent.
+	Blocked Outcome = "blocked"
+	// Abandoned: the endpoint was disabled or deleted; no request was sent.
+	Abandoned Outcome = "abandoned"
+	// Exhausted: the last attempt of the retry schedule failed; the delivery
+	// went to the DLQ.
+	Exhausted Outcome = "exhausted"
+	// Expired: the event was older than the queue TTL before an attempt; no
+	// request was sent and the delivery went to the DLQ.
+	Expired Outcome = "expired"
+)
+
+// Outcomes lists every Outcome, in the order above.
+var Outcomes = []Outcome{Delivered, RetryScheduled, Failed, Gone, Blocked, Abandoned, Exhausted, Expired}
+
+// Valid reports whether o is one of [Outcomes].
+func (o Outcome) Valid() bool {
+	for _, v := range Outcomes {
+		if o == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether no further attempt follows an attempt with this
+// outcome. Only RetryScheduled is not final.
+func (o Outcome) Final() bool { return o != RetryScheduled }
+
+// MaxResponseBody is how many bytes of a response body an Attempt keeps: 4 KiB.
+const MaxResponseBody = 4 << 10
+
+// Attempt is one row of the delivery log: one real HTTP attempt, or one
+// decision not to send (abandoned, expired, exhausted).
+//
+// Its JSON form is the value of a record on the attempts topic, keyed by
+// EndpointID. AttemptID is made once per attempt and is the deduplication key
+// of the store, so a retried insert never shows twice.
+type Attempt struct {
+	AttemptID     string    `json:"attempt_id"`      // unique per attempt (random, 32 hex chars)
+	DeliveryID    string    `json:"delivery_id"`     // one per (event, endpoint); stable across attempts
+	EventID       string    `json:"event_id"`        // the CloudEvent's id
+	WebhookID     string    `json:"webhook_id"`      // the Standard Webhooks webhook-id header
+	EventType     string    `json:"event_type"`      // the CloudEvent's type
+	Tenant        string    `json:"tenant"`          // the event's tenantid extension; "" for none
+	EndpointID    string    `json:"endpoint_id"`     // the endpoint's ID
+	URLHost       string    `json:"url_host"`        // host[:port] of the endpoint URL
+	AttemptNumber int       `json:"attempt_number"`  // 1 for the first attempt
+	AttemptedAt   time.Time `json:"attempted_at"`    // when the attempt started, millisecond precision, UTC
+	LatencyMs     int64     `json:"latency_ms"`      // request start to response headers (or error), ms
+	HTTPStatus    int       `json:"http_status"`     // 0 when no response was received
+	Outcome       Outcome   `json:"outcome"`         // see Outcome
+	ErrorClass    string    `json:"error_class"`     // e.g. "timeout", "connect", "dns", "tls", "http_503", "ssrf"; "" on success
+	ErrorMessage  string    `json:"error_message"`   // human-readable detail; "" on success
+	ResponseBody  string    `json:"response_body"`   // first MaxResponseBody bytes of the response body
+	NextAttemptAt time.Time `json:"next_attempt_at"` // zero unless Outcome is RetryScheduled
+}
+
+// Marshal encodes a as the value of an attempts-topic record.
+func (a *Attempt) Marshal() ([]byte, error) { return json.Marshal(a) }
+
+// Unmarshal decodes an attempts-topic record value into a. It fails on invalid
+// JSON, an empty AttemptID, or an unknown Outcome.
+func (a *Attempt) Unmarshal(b []byte) error {
+	if err := json.Unmarshal(b, a); err != nil {
+		return fmt.Errorf("audit: decode attempt: %w", err)
+	}
+	if a.AttemptID == "" {
+		return fmt.Errorf("audit: decode attempt: empty attempt_id")
+	}
+	if !a.Outcome.Valid() {
+		return fmt.Errorf("audit: decode attempt %s: unknown outcome %q", a.AttemptID, a.Outcome)
+	}
+	return nil
+}

@@ -1,0 +1,406 @@
+package audit
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// ClickHouseOptions configures [NewClickHouse].
+type ClickHouseOptions struct {
+	// DSN locates the server, e.g.
+	// "clickhouse://user:password@127.0.0.1:9000/hookrelay?dial_timeout=5s".
+	// Required. Native protocol only (clickhouse:// or tcp://, port 9000 by
+	// default); the database need not exist yet: Migrate creates it. Any
+	// clickhouse-go DSN parameter is honoured unless a field below overrides
+	// it.
+	DSN string
+	// Database overrides the DSN's database. Optional. Default: the DSN's,
+	// else "default". Letters, digits and '_' only, not starting with a digit.
+	Database string
+	// MaxOpenConns caps open connections. Optional. Default: the DSN's
+	// max_open_conns, else 10.
+	MaxOpenConns int
+	// MaxIdleConns caps idle connections kept for reuse. Optional. Default:
+	// the DSN's max_idle_conns, else 5.
+	MaxIdleConns int
+	// ConnMaxLifetime closes connections older than this. Optional. Default:
+	// the DSN's conn_max_lifetime, else 1 h.
+	ConnMaxLifetime time.Duration
+	// DialTimeout bounds opening one connection. Optional. Default: the DSN's
+	// dial_timeout, else 5 s.
+	DialTimeout time.Duration
+	// Logger receives the driver's debug logs. Optional. Default: none.
+	Logger *slog.Logger
+}
+
+// ClickHouse is the production [Store]: the attempts table of one ClickHouse
+// database, written in batches over the native protocol. Create it with
+// NewClickHouse, bring the schema up to date with Migrate, and Close it when
+// done. Safe for concurrent use.
+//
+// Schema (audit/migrations): a ReplacingMergeTree partitioned by UTC day and
+// ordered by (endpoint_id, attempted_at, attempted_ms, attempt_id). Reads use
+// FINAL, so a row inserted twice (a retried batch) reads once at once, before
+// any background merge. This relies on an attempt being immutable: a second
+// insert of one AttemptID with a different EndpointID or AttemptedAt would
+// not collapse.
+type ClickHouse struct {
+	conn driver.Conn
+	db   string
+}
+
+var _ Store = (*ClickHouse)(nil)
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// NewClickHouse validates opts, opens a connection pool and pings the server
+// (bounded by ctx). Errors about opts name the field; an unreachable server
+// is an error (wrapping the driver's) naming the address.
+func NewClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, error) {
+	if opts.DSN == "" {
+		return nil, fmt.Errorf("audit: ClickHouseOptions.DSN is required")
+	}
+	co, err := clickhouse.ParseDSN(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("audit: ClickHouseOptions.DSN: %w", err)
+	}
+	if co.Protocol != clickhouse.Native {
+		return nil, fmt.Errorf("audit: ClickHouseOptions.DSN: only the native protocol (clickhouse://host:9000) is supported, not %s", co.Protocol)
+	}
+	db := cmp.Or(opts.Database, co.Auth.Database, "default")
+	if !identifier.MatchString(db) {
+		return nil, fmt.Errorf("audit: ClickHouseOptions.Database %q: want letters, digits and '_', not starting with a digit", db)
+	}
+	switch {
+	case opts.MaxOpenConns < 0:
+		return nil, fmt.Errorf("audit: ClickHouseOptions.MaxOpenConns %d is negative", opts.MaxOpenConns)
+	case opts.MaxIdleConns < 0:
+		return nil, fmt.Errorf("audit: ClickHouseOptions.MaxIdleConns %d is negative", opts.MaxIdleConns)
+	case opts.ConnMaxLifetime < 0:
+		return nil, fmt.Errorf("audit: ClickHouseOptions.ConnMaxLifetime %s is negative", opts.ConnMaxLifetime)
+	case opts.DialTimeout < 0:
+		return nil, fmt.Errorf("audit: ClickHouseOptions.DialTimeout %s is negative", opts.DialTimeout)
+	}
+	co.MaxOpenConns = cmp.Or(opts.MaxOpenConns, co.MaxOpenConns, 10)
+	co.MaxIdleConns = cmp.Or(opts.MaxIdleConns, co.MaxIdleConns, 5)
+	co.ConnMaxLifetime = cmp.Or(opts.ConnMaxLifetime, co.ConnMaxLifetime, time.Hour)
+	co.DialTimeout = cmp.Or(opts.DialTimeout, co.DialTimeout, 5*time.Second)
+	if co.MaxIdleConns > co.MaxOpenConns {
+		co.MaxIdleConns = co.MaxOpenConns
+	}
+	co.Logger = opts.Logger
+	// Sessions start in the user's default database: ours may not exist
+	// before Migrate, and every statement names it.
+	co.Auth.Database = ""
+	conn, err := clickhouse.Open(co)
+	if err != nil {
+		return nil, fmt.Errorf("audit: open ClickHouse %v: %w", co.Addr, err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("audit: ping ClickHouse %v: %w", co.Addr, err)
+	}
+	return &ClickHouse{conn: conn, db: db}, nil
+}
+
+// Database returns the name of the database holding the tables.
+func (c *ClickHouse) Database() string { return c.db }
+
+// Ping checks that the server answers.
+func (c *ClickHouse) Ping(ctx context.Context) error { return c.conn.Ping(ctx) }
+
+// Close closes the connection pool. Calls in flight fail.
+func (c *ClickHouse) Close() error { return c.conn.Close() }
+
+// The attempts table's columns, in insert and select order.
+const columns = "attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, " +
+	"attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, " +
+	"response_body, next_attempt_at, next_attempt_ms"
+
+// selectColumns is columns with the DateTimes read as unix seconds.
+var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at),", "next_attempt_at,", "toUInt32(next_attempt_at),").Replace(columns)
+
+// Insert implements [Store.Insert] with one batch INSERT (explicit column
+// list, column-wise). Batches of thousands of rows are the efficient size;
+// ClickHouse makes one part per INSERT and partition, so avoid many tiny ones.
+func (c *ClickHouse) Insert(ctx context.Context, attempts []Attempt) error {
+	if len(attempts) == 0 {
+		return nil
+	}
+	if err := validateAll(attempts); err != nil {
+		return err
+	}
+	n := len(attempts)
+	var (
+		attemptID, deliveryID, eventID, webhookID, eventType, tenant, endpointID, urlHost = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		outcome, errorClass, errorMessage, responseBody                                   = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		attemptNumber, attemptedMs, httpStatus, nextMs                                    = make([]uint16, n), make([]uint16, n), make([]uint16, n), make([]uint16, n)
+		attemptedAt, nextAt                                                               = make([]int64, n), make([]int64, n)
+		latency                                                                           = make([]uint32, n)
+	)
+	for i := range attempts {
+		a := normalize(attempts[i])
+		attemptID[i], deliveryID[i], eventID[i], webhookID[i] = a.AttemptID, a.DeliveryID, a.EventID, a.WebhookID
+		eventType[i], tenant[i], endpointID[i], urlHost[i] = a.EventType, a.Tenant, a.EndpointID, a.URLHost
+		outcome[i], errorClass[i], errorMessage[i], responseBody[i] = string(a.Outcome), a.ErrorClass, a.ErrorMessage, a.ResponseBody
+		attemptNumber[i], httpStatus[i], latency[i] = uint16(a.AttemptNumber), uint16(a.HTTPStatus), uint32(a.LatencyMs)
+		attemptedAt[i], attemptedMs[i] = splitMs(a.AttemptedAt)
+		if !a.NextAttemptAt.IsZero() {
+			nextAt[i], nextMs[i] = splitMs(a.NextAttemptAt)
+		}
+	}
+	batch, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.attempts (%s)", c.db, columns))
+	if err != nil {
+		return fmt.Errorf("audit: insert %d attempts: %w", n, err)
+	}
+	for i, col := range []any{attemptID, deliveryID, eventID, webhookID, eventType, tenant, endpointID, urlHost,
+		attemptNumber, attemptedAt, attemptedMs, latency, httpStatus, outcome, errorClass, errorMessage,
+		responseBody, nextAt, nextMs} {
+		if err := batch.Column(i).Append(col); err != nil {
+			batch.Abort()
+			return fmt.Errorf("audit: insert %d attempts: column %d: %w", n, i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("audit: insert %d attempts: %w", n, err)
+	}
+	return nil
+}
+
+// splitMs splits t into unix seconds and the millisecond within the second.
+func splitMs(t time.Time) (int64, uint16) {
+	ms := t.UnixMilli()
+	return ms / 1000, uint16(ms % 1000)
+}
+
+func joinMs(sec uint32, ms uint16) time.Time {
+	return time.UnixMilli(int64(sec)*1000 + int64(ms)).UTC()
+}
+
+// Log implements [Store.Log]. It reads one endpoint's key range with FINAL.
+func (c *ClickHouse) Log(ctx context.Context, q Query) ([]Attempt, error) {
+	q, err := q.validate()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.conn.Query(ctx, c.logSQL(q))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+	}
+	defer rows.Close()
+	out := make([]Attempt, 0, min(q.Limit, 128))
+	for rows.Next() {
+		var (
+			a                                    Attempt
+			outcome                              string
+			attemptNumber, attMs, status, nextMs uint16
+			attAt, nextAt, latency               uint32
+		)
+		if err := rows.Scan(&a.AttemptID, &a.DeliveryID, &a.EventID, &a.WebhookID, &a.EventType, &a.Tenant,
+			&a.EndpointID, &a.URLHost, &attemptNumber, &attAt, &attMs, &latency, &status, &outcome,
+			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs); err != nil {
+			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+		}
+		a.Outcome = Outcome(outcome)
+		a.AttemptNumber, a.HTTPStatus, a.LatencyMs = int(attemptNumber), int(status), int64(latency)
+		a.AttemptedAt = joinMs(attAt, attMs)
+		if nextAt != 0 || nextMs != 0 {
+			a.NextAttemptAt = joinMs(nextAt, nextMs)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+	}
+	return out, nil
+}
+
+// logSQL renders the Log query. Values are inlined as escaped literals (the
+// same text runs on 18.16, which has no server-side parameters, and in the
+// chdb check of audit/testdata).
+func (c *ClickHouse) logSQL(q Query) string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts FINAL\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
+	if q.EventID != "" {
+		fmt.Fprintf(&w, "\n  AND event_id = %s", quote(q.EventID))
+	}
+	if q.DeliveryID != "" {
+		fmt.Fprintf(&w, "\n  AND delivery_id = %s", quote(q.DeliveryID))
+	}
+	if len(q.Outcomes) > 0 {
+		os := make([]string, len(q.Outcomes))
+		for i, o := range q.Outcomes {
+			os[i] = quote(string(o))
+		}
+		fmt.Fprintf(&w, "\n  AND outcome IN (%s)", strings.Join(os, ", "))
+	}
+	if !q.Since.IsZero() {
+		w.WriteString("\n  AND " + sinceCond(q.Since))
+	}
+	if !q.Before.IsZero() {
+		s, ms := splitMs(q.Before.AttemptedAt.Truncate(time.Millisecond))
+		fmt.Fprintf(&w, "\n  AND attempted_at <= %d AND (attempted_at < %d OR attempted_ms < %d OR (attempted_ms = %d AND attempt_id < %s))",
+			s, s, ms, ms, quote(q.Before.AttemptID))
+	}
+	fmt.Fprintf(&w, "\nORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC\nLIMIT %d", q.Limit)
+	return w.String()
+}
+
+// sinceCond selects attempts at or after t (ms precision). Its first term
+// uses the primary key and prunes day partitions.
+func sinceCond(t time.Time) string {
+	s, ms := splitMs(t.Truncate(time.Millisecond))
+	return fmt.Sprintf("attempted_at >= %d AND (attempted_at > %d OR attempted_ms >= %d)", s, s, ms)
+}
+
+// untilCond selects attempts strictly before t (ms precision).
+func untilCond(t time.Time) string {
+	s, ms := splitMs(t.Truncate(time.Millisecond))
+	return fmt.Sprintf("attempted_at <= %d AND (attempted_at < %d OR attempted_ms < %d)", s, s, ms)
+}
+
+func (c *ClickHouse) filterSQL(f Filter) string {
+	conds := []string{"1"}
+	if f.EndpointID != "" {
+		conds = append(conds, "endpoint_id = "+quote(f.EndpointID))
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, sinceCond(f.Since))
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, untilCond(f.Until))
+	}
+	if len(conds) > 1 {
+		conds = conds[1:]
+	}
+	return strings.Join(conds, "\n  AND ")
+}
+
+// Count implements [Store.Count] (with FINAL: duplicates count once).
+func (c *ClickHouse) Count(ctx context.Context, f Filter) (int64, error) {
+	if err := f.validate(); err != nil {
+		return 0, err
+	}
+	var n uint64
+	if err := c.conn.QueryRow(ctx, c.countSQL(f)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("audit: count attempts: %w", err)
+	}
+	return int64(n), nil
+}
+
+func (c *ClickHouse) countSQL(f Filter) string {
+	return fmt.Sprintf("SELECT count()\nFROM %s.attempts FINAL\nWHERE %s", c.db, c.filterSQL(f))
+}
+
+// Summary implements [Store.Summary] in one GROUP BY over FINAL rows.
+func (c *ClickHouse) Summary(ctx context.Context, f Filter) ([]EndpointSummary, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	rows, err := c.conn.Query(ctx, c.summarySQL(f))
+	if err != nil {
+		return nil, fmt.Errorf("audit: summarize attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []EndpointSummary
+	for rows.Next() {
+		var (
+			s                    EndpointSummary
+			attempts, deliveries uint64
+			counts               = make([]uint64, len(Outcomes))
+			quantiles            []uint32
+		)
+		dest := []any{&s.EndpointID, &attempts, &deliveries}
+		for i := range counts {
+			dest = append(dest, &counts[i])
+		}
+		dest = append(dest, &quantiles)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("audit: summarize attempts: %w", err)
+		}
+		s.Attempts, s.Deliveries = int64(attempts), int64(deliveries)
+		s.Outcomes = make(map[Outcome]int64)
+		for i, o := range Outcomes {
+			if counts[i] > 0 {
+				s.Outcomes[o] = int64(counts[i])
+			}
+		}
+		if len(quantiles) == 2 {
+			s.LatencyP50 = time.Duration(quantiles[0]) * time.Millisecond
+			s.LatencyP99 = time.Duration(quantiles[1]) * time.Millisecond
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: summarize attempts: %w", err)
+	}
+	return out, nil
+}
+
+func (c *ClickHouse) summarySQL(f Filter) string {
+	var w strings.Builder
+	w.WriteString("SELECT endpoint_id, count(), uniqExact(delivery_id)")
+	for _, o := range Outcomes {
+		fmt.Fprintf(&w, ",\n  countIf(outcome = %s)", quote(string(o)))
+	}
+	var offNet []string
+	for _, o := range Outcomes {
+		if !o.wentToNetwork() {
+			offNet = append(offNet, quote(string(o)))
+		}
+	}
+	fmt.Fprintf(&w, ",\n  quantilesExactIf(%s, %s)(latency_ms, outcome NOT IN (%s))",
+		strconv.FormatFloat(p50, 'f', -1, 64), strconv.FormatFloat(p99, 'f', -1, 64), strings.Join(offNet, ", "))
+	fmt.Fprintf(&w, "\nFROM %s.attempts FINAL\nWHERE %s\nGROUP BY endpoint_id\nORDER BY endpoint_id", c.db, c.filterSQL(f))
+	return w.String()
+}
+
+// DropPartitionsBefore deletes every attempt made before the UTC day of
+// day, by dropping whole day partitions (cheap: no rewrite). It returns the
+// dropped partition IDs (YYYYMMDD), oldest first. Attempts of day itself are
+// kept. This is the retention mechanism: 18.16 has no TTL.
+func (c *ClickHouse) DropPartitionsBefore(ctx context.Context, day time.Time) ([]string, error) {
+	cutoff := day.UTC().Format("20060102")
+	q := fmt.Sprintf("SELECT DISTINCT partition_id FROM system.parts WHERE database = %s AND table = 'attempts' AND active AND partition_id < %s ORDER BY partition_id",
+		quote(c.db), quote(cutoff))
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("audit: list partitions: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("audit: list partitions: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: list partitions: %w", err)
+	}
+	var dropped []string
+	for _, id := range ids {
+		if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.attempts DROP PARTITION ID %s", c.db, quote(id))); err != nil {
+			return dropped, fmt.Errorf("audit: drop partition %s: %w", id, err)
+		}
+		dropped = append(dropped, id)
+	}
+	return slices.Clip(dropped), nil
+}
+
+var literal = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`)
+
+// quote renders s as a ClickHouse string literal.
+func quote(s string) string { return "'" + literal.Replace(s) + "'" }

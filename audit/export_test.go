@@ -1,0 +1,38 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+)
+
+// Test-only access to the ClickHouse store's internals.
+
+// DropDatabase drops the store's database.
+func (c *ClickHouse) DropDatabase(ctx context.Context) error {
+	return c.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+c.db)
+}
+
+// RawRowCount counts the attempts table's rows without FINAL: duplicates not
+// yet merged count.
+func (c *ClickHouse) RawRowCount(ctx context.Context) (int64, error) {
+	var n uint64
+	err := c.conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s.attempts", c.db)).Scan(&n)
+	return int64(n), err
+}
+
+// Optimize forces the merge that collapses duplicates.
+func (c *ClickHouse) Optimize(ctx context.Context) error {
+	return c.conn.Exec(ctx, fmt.Sprintf("OPTIMIZE TABLE %s.attempts FINAL", c.db))
+}
+
+// Exec runs a statement.
+func (c *ClickHouse) Exec(ctx context.Context, q string) error { return c.conn.Exec(ctx, q) }
+
+var (
+	LogSQL     = (*ClickHouse).logSQL
+	CountSQL   = (*ClickHouse).countSQL
+	SummarySQL = (*ClickHouse).summarySQL
+)
+
+// NewClickHouseForSQL returns a store with no connection, to render SQL.
+func NewClickHouseForSQL(db string) *ClickHouse { return &ClickHouse{db: db} }

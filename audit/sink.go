@@ -1,0 +1,447 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// SinkOptions configures [NewSink].
+type SinkOptions struct {
+	// Brokers are the Kafka seed brokers, "host:port". Required.
+	Brokers []string
+	// Topic is the attempts topic, e.g. "hookrelay.attempts". Required.
+	Topic string
+	// Group is the consumer group ID, e.g. "hookrelay.audit". Required.
+	Group string
+	// Store receives the attempts. Required.
+	Store Inserter
+	// KafkaOptions are extra franz-go client options: TLS, SASL, client ID,
+	// logger. Optional. They are applied after the sink's own, so they must
+	// not change what the sink relies on (consumer group, manual commits,
+	// read_committed, BlockRebalanceOnPoll).
+	KafkaOptions []kgo.Opt
+	// BatchRows flushes the buffer once it holds this many records.
+	// Optional. Default 5000.
+	BatchRows int
+	// FlushInterval flushes the buffer this long after its first record
+	// arrived, however few it holds: the most a record waits before its
+	// insert starts. Optional. Default 200 ms.
+	FlushInterval time.Duration
+	// InsertTimeout bounds one Insert call. Optional. Default 30 s.
+	InsertTimeout time.Duration
+	// RetryBackoff is the wait before the first retry of a failed insert;
+	// each further retry waits twice as long, up to MaxRetryBackoff. No
+	// jitter: one sink retries one batch. Optional. Default 100 ms.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps the wait between insert retries. Optional.
+	// Default 10 s.
+	MaxRetryBackoff time.Duration
+	// ShutdownTimeout bounds the final flush and commit after Run's context
+	// is canceled. Optional. Default 10 s.
+	ShutdownTimeout time.Duration
+	// Meter creates the sink's metrics (see [Sink]). Optional. Default: no
+	// metrics.
+	Meter metric.Meter
+	// Logger receives undecodable records, insert and commit failures.
+	// Optional. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of [SinkOptions].
+const (
+	DefaultBatchRows       = 5000
+	DefaultFlushInterval   = 200 * time.Millisecond
+	DefaultInsertTimeout   = 30 * time.Second
+	DefaultRetryBackoff    = 100 * time.Millisecond
+	DefaultMaxRetryBackoff = 10 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Sink moves attempts from the attempts topic into a Store: it consumes the
+// topic in a consumer group (read_committed, manual commits), decodes each
+// record value into an [Attempt], and inserts them in batches (BatchRows
+// records, or whatever arrived within FlushInterval). It commits a batch's
+// offsets only after its insert succeeded, so a crash or a ClickHouse outage
+// loses nothing: uncommitted records are consumed again and, the store being
+// idempotent by AttemptID, inserted without duplicates.
+//
+// A record that does not decode or fails [Attempt.Validate] is logged,
+// counted (result "invalid") and skipped: its offset is committed with its
+// batch, so one bad record never blocks a partition.
+//
+// A failed insert is retried, the same batch, with doubling backoff
+// (RetryBackoff .. MaxRetryBackoff) until it succeeds or Run's context ends;
+// meanwhile nothing is committed and no more records are read. Rebalances wait
+// while a batch is buffered (BlockRebalanceOnPoll), at most FlushInterval plus
+// the insert, so the sink never commits for a partition it no longer owns. If
+// ClickHouse stays down past the group's rebalance timeout the member is
+// removed from the group; its later commit fails (logged, counted) and the
+// batch's records, already inserted, are read again by their new owner.
+//
+// Metrics (when SinkOptions.Meter is set):
+//   - hookrelay.audit.sink.records{result=inserted|invalid}: records consumed
+//   - hookrelay.audit.sink.inserts{result=ok|error}: Insert calls
+//   - hookrelay.audit.sink.insert.rows: histogram of rows per successful insert
+//   - hookrelay.audit.sink.insert.duration: histogram of seconds per Insert call
+//   - hookrelay.audit.sink.commit.errors: failed offset commits
+//   - hookrelay.audit.sink.lag: gauge of records in the topic (up to the last
+//     stable offset) not yet committed by this sink, over its partitions; on a
+//     transactional topic a partition's commit marker may count as one.
+//
+// A Sink runs once: create it with NewSink, call Run.
+type Sink struct {
+	opts   SinkOptions
+	client *kgo.Client
+	log    *slog.Logger
+	ran    atomic.Bool
+
+	mRecords, mInserts, mCommitErrors metric.Int64Counter
+	mRows                             metric.Int64Histogram
+	mInsertDuration                   metric.Float64Histogram
+
+	lagMu sync.Mutex
+	ends  map[int32]int64 // partition -> last stable offset seen
+	next  map[int32]int64 // partition -> first offset not yet committed
+}
+
+// NewSink validates opts and creates the Kafka client (no I/O until Run).
+// Errors name the field.
+func NewSink(opts SinkOptions) (*Sink, error) {
+	switch {
+	case len(opts.Brokers) == 0:
+		return nil, errors.New("audit: SinkOptions.Brokers is required")
+	case opts.Topic == "":
+		return nil, errors.New("audit: SinkOptions.Topic is required")
+	case opts.Group == "":
+		return nil, errors.New("audit: SinkOptions.Group is required")
+	case opts.Store == nil:
+		return nil, errors.New("audit: SinkOptions.Store is required")
+	case opts.BatchRows < 0:
+		return nil, fmt.Errorf("audit: SinkOptions.BatchRows %d is negative", opts.BatchRows)
+	}
+	for name, d := range map[string]time.Duration{
+		"FlushInterval": opts.FlushInterval, "InsertTimeout": opts.InsertTimeout, "RetryBackoff": opts.RetryBackoff,
+		"MaxRetryBackoff": opts.MaxRetryBackoff, "ShutdownTimeout": opts.ShutdownTimeout,
+	} {
+		if d < 0 {
+			return nil, fmt.Errorf("audit: SinkOptions.%s %s is negative", name, d)
+		}
+	}
+	setDefault(&opts.BatchRows, DefaultBatchRows)
+	setDefault(&opts.FlushInterval, DefaultFlushInterval)
+	setDefault(&opts.InsertTimeout, DefaultInsertTimeout)
+	setDefault(&opts.RetryBackoff, DefaultRetryBackoff)
+	setDefault(&opts.MaxRetryBackoff, DefaultMaxRetryBackoff)
+	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	if opts.MaxRetryBackoff < opts.RetryBackoff {
+		return nil, fmt.Errorf("audit: SinkOptions.MaxRetryBackoff %s is below RetryBackoff %s", opts.MaxRetryBackoff, opts.RetryBackoff)
+	}
+	if opts.Meter == nil {
+		opts.Meter = noop.NewMeterProvider().Meter("")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Sink{
+		opts: opts,
+		log:  opts.Logger.With("component", "audit-sink", "topic", opts.Topic),
+		ends: make(map[int32]int64),
+		next: make(map[int32]int64),
+	}
+	if err := s.initMetrics(); err != nil {
+		return nil, fmt.Errorf("audit: SinkOptions.Meter: %w", err)
+	}
+	forget := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { s.forget(lost[opts.Topic]) }
+	kopts := append([]kgo.Opt{
+		kgo.SeedBrokers(opts.Brokers...),
+		kgo.ConsumerGroup(opts.Group),
+		kgo.ConsumeTopics(opts.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(forget),
+		kgo.OnPartitionsLost(forget),
+	}, opts.KafkaOptions...)
+	client, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("audit: sink Kafka client: %w", err)
+	}
+	s.client = client
+	return s, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func (s *Sink) initMetrics() error {
+	m := s.opts.Meter
+	var err, e error
+	s.mRecords, e = m.Int64Counter("hookrelay.audit.sink.records", metric.WithUnit("{record}"),
+		metric.WithDescription("Attempt records consumed by the audit sink, by result (inserted, invalid)."))
+	err = errors.Join(err, e)
+	s.mInserts, e = m.Int64Counter("hookrelay.audit.sink.inserts", metric.WithUnit("{insert}"),
+		metric.WithDescription("Batch inserts into the attempt store, by result (ok, error)."))
+	err = errors.Join(err, e)
+	s.mCommitErrors, e = m.Int64Counter("hookrelay.audit.sink.commit.errors", metric.WithUnit("{commit}"),
+		metric.WithDescription("Offset commits of the audit sink that failed."))
+	err = errors.Join(err, e)
+	s.mRows, e = m.Int64Histogram("hookrelay.audit.sink.insert.rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows per successful batch insert."),
+		metric.WithExplicitBucketBoundaries(1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000))
+	err = errors.Join(err, e)
+	s.mInsertDuration, e = m.Float64Histogram("hookrelay.audit.sink.insert.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of one batch insert call."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	err = errors.Join(err, e)
+	lag, e := m.Int64ObservableGauge("hookrelay.audit.sink.lag", metric.WithUnit("{record}"),
+		metric.WithDescription("Records on the attempts topic not yet committed by the audit sink."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(lag, s.Lag())
+		return nil
+	}, lag)
+	return err
+}
+
+var (
+	resultInserted = metric.WithAttributes(attribute.String("result", "inserted"))
+	resultInvalid  = metric.WithAttributes(attribute.String("result", "invalid"))
+	resultOK       = metric.WithAttributes(attribute.String("result", "ok"))
+	resultError    = metric.WithAttributes(attribute.String("result", "error"))
+)
+
+// Lag returns the records on the sink's partitions, up to the last stable
+// offset it has seen, that it has not committed yet. Safe to call
+// concurrently with Run.
+func (s *Sink) Lag() int64 {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	var lag int64
+	for p, end := range s.ends {
+		if next, ok := s.next[p]; ok && end > next {
+			lag += end - next
+		}
+	}
+	return lag
+}
+
+func (s *Sink) forget(partitions []int32) {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	for _, p := range partitions {
+		delete(s.ends, p)
+		delete(s.next, p)
+	}
+}
+
+// batch is what a flush inserts and then commits.
+type batch struct {
+	attempts []Attempt
+	records  int                       // records consumed, valid or not
+	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read)
+	started  time.Time                 // when the first record arrived
+}
+
+func (b *batch) reset() {
+	b.attempts = b.attempts[:0]
+	b.records = 0
+	clear(b.offsets)
+}
+
+// Run consumes until ctx is canceled, then flushes what it holds (bounded by
+// ShutdownTimeout), leaves the group and closes the client. It returns nil
+// after a cancellation, and an error only if the Kafka client was closed
+// under it or Run was called twice. Records not committed when Run returns
+// are consumed again by the next sink of the group.
+func (s *Sink) Run(ctx context.Context) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return errors.New("audit: Sink.Run called twice")
+	}
+	defer s.client.CloseAllowingRebalance()
+	b := &batch{offsets: make(map[int32]kgo.EpochOffset)}
+	for {
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if b.records > 0 {
+			pollCtx, cancel = context.WithDeadline(ctx, b.started.Add(s.opts.FlushInterval))
+		}
+		fetches := s.client.PollRecords(pollCtx, s.opts.BatchRows-b.records)
+		cancel()
+		if fetches.IsClientClosed() {
+			return errors.New("audit: sink Kafka client closed")
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				s.log.Warn("fetch error", "partition", p, "err", err)
+			}
+		})
+		s.add(b, fetches)
+		if ctx.Err() != nil {
+			s.shutdown(ctx, b)
+			return nil
+		}
+		if b.records > 0 && (b.records >= s.opts.BatchRows || time.Since(b.started) >= s.opts.FlushInterval) {
+			if !s.flush(ctx, b) {
+				s.shutdown(ctx, b)
+				return nil
+			}
+		}
+		if b.records == 0 {
+			s.client.AllowRebalance()
+		}
+	}
+}
+
+// add decodes fetched records into b and notes the partitions' end offsets.
+func (s *Sink) add(b *batch, fetches kgo.Fetches) {
+	s.lagMu.Lock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		end := p.LastStableOffset
+		if end <= 0 {
+			end = p.HighWatermark
+		}
+		if end > 0 {
+			s.ends[p.Partition] = end
+		}
+		if _, ok := s.next[p.Partition]; !ok && len(p.Records) > 0 {
+			s.next[p.Partition] = p.Records[0].Offset
+		}
+	})
+	s.lagMu.Unlock()
+	fetches.EachRecord(func(r *kgo.Record) {
+		if b.records == 0 {
+			b.started = time.Now()
+		}
+		b.records++
+		b.offsets[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		var a Attempt
+		err := a.Unmarshal(r.Value)
+		if err == nil {
+			err = a.Validate()
+		}
+		if err != nil {
+			s.mRecords.Add(context.Background(), 1, resultInvalid)
+			s.log.Warn("skipping undecodable attempt record", "partition", r.Partition, "offset", r.Offset, "err", err)
+			return
+		}
+		b.attempts = append(b.attempts, a)
+	})
+}
+
+// flush inserts b (retrying until it succeeds or ctx ends), then commits its
+// offsets and resets it. It reports false if ctx ended first; b is then
+// untouched.
+func (s *Sink) flush(ctx context.Context, b *batch) bool {
+	backoff := s.opts.RetryBackoff
+	for {
+		err := s.insert(ctx, b.attempts)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Warn("insert failed; retrying", "rows", len(b.attempts), "backoff", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, s.opts.MaxRetryBackoff)
+	}
+	s.commit(ctx, b)
+	return true
+}
+
+func (s *Sink) insert(ctx context.Context, attempts []Attempt) error {
+	if len(attempts) == 0 {
+		return nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
+	defer cancel()
+	start := time.Now()
+	err := s.opts.Store.Insert(ictx, attempts)
+	s.mInsertDuration.Record(ctx, time.Since(start).Seconds())
+	if err != nil {
+		s.mInserts.Add(ctx, 1, resultError)
+		return err
+	}
+	s.mInserts.Add(ctx, 1, resultOK)
+	s.mRows.Record(ctx, int64(len(attempts)))
+	s.mRecords.Add(ctx, int64(len(attempts)), resultInserted)
+	return nil
+}
+
+// commit commits b's offsets and resets b. A failed commit is logged and
+// counted, not retried: the rows are in the store, and either a later commit
+// covers the offsets or, if the partition moved, its new owner reads them
+// again and the store drops the duplicates.
+func (s *Sink) commit(ctx context.Context, b *batch) {
+	// Not bounded by Run's context alone: a commit after a successful insert
+	// is worth finishing during shutdown.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	defer cancel()
+	offsets := map[string]map[int32]kgo.EpochOffset{s.opts.Topic: b.offsets}
+	var cerr error
+	s.client.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
+					cerr = fmt.Errorf("partition %d: %w", p.Partition, err)
+				}
+			}
+		}
+	})
+	if cerr != nil {
+		s.mCommitErrors.Add(ctx, 1)
+		s.log.Warn("offset commit failed; the inserted records may be read again", "records", b.records, "err", cerr)
+	} else {
+		s.lagMu.Lock()
+		for p, o := range b.offsets {
+			if _, owned := s.ends[p]; owned {
+				s.next[p] = o.Offset
+			}
+		}
+		s.lagMu.Unlock()
+	}
+	b.reset()
+}
+
+// shutdown makes a last flush of b after Run's context ended, bounded by
+// ShutdownTimeout.
+func (s *Sink) shutdown(ctx context.Context, b *batch) {
+	if b.records == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	defer cancel()
+	if !s.flush(sctx, b) {
+		s.log.Warn("shutdown: batch not inserted; its records will be read again", "records", b.records)
+	}
+}

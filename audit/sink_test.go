@@ -1,0 +1,346 @@
+package audit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/audittest"
+)
+
+const (
+	sinkTopic = "hookrelay.attempts"
+	sinkGroup = "hookrelay.audit"
+)
+
+// flakyStore is a Memory store whose Insert fails while failing is set, and
+// which records the size of every Insert call.
+type flakyStore struct {
+	*audit.Memory
+	mu      sync.Mutex
+	failing bool
+	calls   []int // rows per call, failed calls included
+}
+
+func (f *flakyStore) Insert(ctx context.Context, as []audit.Attempt) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, len(as))
+	failing := f.failing
+	f.mu.Unlock()
+	if failing {
+		return errors.New("clickhouse is down")
+	}
+	return f.Memory.Insert(ctx, as)
+}
+
+func (f *flakyStore) setFailing(v bool) { f.mu.Lock(); f.failing = v; f.mu.Unlock() }
+func (f *flakyStore) callSizes() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.calls...)
+}
+
+func newFakeCluster(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, sinkTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// produce writes the attempts (keyed by endpoint) and the raw values to the
+// attempts topic.
+func produce(t *testing.T, brokers []string, as []audit.Attempt, raw ...[]byte) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(sinkTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for _, a := range as {
+		v, err := a.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(a.EndpointID), Value: v})
+	}
+	for i, v := range raw {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprint("bad", i)), Value: v})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func attempts(n int) []audit.Attempt {
+	var as []audit.Attempt
+	for i := range n {
+		as = append(as, audittest.Attempt(fmt.Sprintf("ep-%d", i%5), i))
+	}
+	return as
+}
+
+// startSink runs a sink until the test ends (or stop is called) and returns
+// stop, which cancels it and waits for Run to return.
+func startSink(t *testing.T, opts audit.SinkOptions) (stop func() error) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := audit.NewSink(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				runErr = errors.New("Run did not return within 30s of cancel")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return stop
+}
+
+// eventually polls cond every 10 ms until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// committed returns the group's committed offsets summed over partitions.
+func committed(t *testing.T, brokers []string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	resps, err := kadm.NewClient(cl).FetchOffsets(context.Background(), sinkGroup)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for p := range int32(3) {
+		if r, ok := resps.Lookup(sinkTopic, p); ok && r.Err == nil && r.At > 0 {
+			sum += r.At
+		}
+	}
+	return sum
+}
+
+func storeCount(t *testing.T, s audit.Store) int64 {
+	n, err := s.Count(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestSinkInsertsAndCommits(t *testing.T) {
+	brokers := newFakeCluster(t)
+	as := attempts(200)
+	invalid := [][]byte{
+		[]byte("not json"),
+		[]byte(`{"attempt_id":"","outcome":"delivered"}`),
+		[]byte(`{"attempt_id":"x","endpoint_id":"ep","outcome":"delivered"}`), // zero attempted_at
+		nil, // a tombstone
+	}
+	produce(t, brokers, as, invalid...)
+	produce(t, brokers, as[:50]) // duplicates, e.g. a dispatcher that produced twice
+
+	reader := sdkmetric.NewManualReader()
+	store := &flakyStore{Memory: audit.NewMemory()}
+	sink, err := audit.NewSink(audit.SinkOptions{
+		Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+		Meter:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sink.Run(ctx) }()
+	total := int64(len(as) + len(invalid) + 50)
+	eventually(t, 20*time.Second, "all offsets committed", func() bool { return committed(t, brokers) == total })
+	if n := storeCount(t, store); n != int64(len(as)) {
+		t.Errorf("store holds %d attempts, want %d", n, len(as))
+	}
+	eventually(t, 5*time.Second, "lag 0", func() bool { return sink.Lag() == 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil after cancel", err)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range sum.DataPoints {
+					r, _ := dp.Attributes.Value("result")
+					got[m.Name+"/"+r.AsString()] += dp.Value
+				}
+			}
+		}
+	}
+	if got["hookrelay.audit.sink.records/inserted"] != int64(len(as)+50) || got["hookrelay.audit.sink.records/invalid"] != int64(len(invalid)) {
+		t.Errorf("records metric = %v, want %d inserted (duplicates included) and %d invalid", got, len(as)+50, len(invalid))
+	}
+	if got["hookrelay.audit.sink.inserts/error"] != 0 || got["hookrelay.audit.sink.inserts/ok"] == 0 {
+		t.Errorf("inserts metric = %v, want only ok", got)
+	}
+}
+
+func TestSinkRetriesWithoutCommitting(t *testing.T) {
+	brokers := newFakeCluster(t)
+	as := attempts(100)
+	produce(t, brokers, as)
+	store := &flakyStore{Memory: audit.NewMemory(), failing: true}
+	startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+		RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+
+	eventually(t, 20*time.Second, "5 failed inserts", func() bool { return len(store.callSizes()) >= 5 })
+	if c := committed(t, brokers); c != 0 {
+		t.Fatalf("committed %d offsets while every insert failed, want 0", c)
+	}
+	store.setFailing(false)
+	eventually(t, 20*time.Second, "all offsets committed", func() bool { return committed(t, brokers) == int64(len(as)) })
+	if n := storeCount(t, store); n != int64(len(as)) {
+		t.Errorf("store holds %d attempts, want %d", n, len(as))
+	}
+	// The retries re-sent the batch whole: every failed call had the rows
+	// of the one that finally succeeded, or fewer (a first smaller batch).
+	sizes := store.callSizes()
+	for i := 1; i < len(sizes) && i < 5; i++ {
+		if sizes[i] != sizes[0] {
+			t.Errorf("insert call sizes %v: retries changed the batch", sizes[:5])
+			break
+		}
+	}
+}
+
+func TestSinkStopWithoutInsertLosesNothing(t *testing.T) {
+	brokers := newFakeCluster(t)
+	as := attempts(100)
+	produce(t, brokers, as)
+
+	down := &flakyStore{Memory: audit.NewMemory(), failing: true}
+	stop := startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: down,
+		RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond, ShutdownTimeout: 50 * time.Millisecond})
+	eventually(t, 20*time.Second, "a failed insert", func() bool { return len(down.callSizes()) >= 2 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c := committed(t, brokers); c != 0 {
+		t.Fatalf("committed %d offsets though no insert succeeded, want 0", c)
+	}
+
+	up := &flakyStore{Memory: audit.NewMemory()}
+	startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: up})
+	eventually(t, 20*time.Second, "the next sink inserts everything", func() bool { return storeCount(t, up) == int64(len(as)) })
+	eventually(t, 20*time.Second, "all offsets committed", func() bool { return committed(t, brokers) == int64(len(as)) })
+}
+
+func TestSinkBatching(t *testing.T) {
+	t.Run("BatchRows", func(t *testing.T) {
+		brokers := newFakeCluster(t)
+		produce(t, brokers, attempts(95))
+		store := &flakyStore{Memory: audit.NewMemory()}
+		// An hour-long interval: only the row count can trigger a flush.
+		startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+			BatchRows: 30, FlushInterval: time.Hour})
+		eventually(t, 20*time.Second, "three batches", func() bool { return storeCount(t, store) == 90 })
+		for _, n := range store.callSizes() {
+			if n != 30 {
+				t.Errorf("insert sizes %v, want batches of 30", store.callSizes())
+				break
+			}
+		}
+		// The last 5 wait for the hour-long interval.
+		eventually(t, 20*time.Second, "90 committed", func() bool { return committed(t, brokers) == 90 })
+	})
+	t.Run("FlushInterval", func(t *testing.T) {
+		brokers := newFakeCluster(t)
+		produce(t, brokers, attempts(7))
+		store := &flakyStore{Memory: audit.NewMemory()}
+		startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+			BatchRows: 1000, FlushInterval: 20 * time.Millisecond})
+		eventually(t, 20*time.Second, "all 7 inserted", func() bool { return storeCount(t, store) == 7 })
+		eventually(t, 20*time.Second, "all committed", func() bool { return committed(t, brokers) == 7 })
+	})
+}
+
+func TestNewSinkOptions(t *testing.T) {
+	ok := audit.SinkOptions{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", Store: audit.NewMemory()}
+	for field, mutate := range map[string]func(*audit.SinkOptions){
+		"Brokers":         func(o *audit.SinkOptions) { o.Brokers = nil },
+		"Topic":           func(o *audit.SinkOptions) { o.Topic = "" },
+		"Group":           func(o *audit.SinkOptions) { o.Group = "" },
+		"Store":           func(o *audit.SinkOptions) { o.Store = nil },
+		"BatchRows":       func(o *audit.SinkOptions) { o.BatchRows = -1 },
+		"FlushInterval":   func(o *audit.SinkOptions) { o.FlushInterval = -time.Second },
+		"MaxRetryBackoff": func(o *audit.SinkOptions) { o.RetryBackoff, o.MaxRetryBackoff = time.Minute, time.Second },
+	} {
+		o := ok
+		mutate(&o)
+		if _, err := audit.NewSink(o); err == nil || !strings.Contains(err.Error(), "SinkOptions."+field) {
+			t.Errorf("%s: NewSink error = %v, want one naming SinkOptions.%s", field, err, field)
+		}
+	}
+	s, err := audit.NewSink(ok)
+	if err != nil {
+		t.Fatalf("NewSink(valid) = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Errorf("Run(canceled) = %v, want nil", err)
+	}
+	if err := s.Run(context.Background()); err == nil {
+		t.Error("second Run = nil, want an error")
+	}
+}

@@ -1,0 +1,249 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Store is a delivery-log backend: [ClickHouse] in production, [Memory] in
+// tests. Every implementation passes the conformance suite in package
+// audit/audittest. Implementations are safe for concurrent use.
+//
+// A Store reads as if each AttemptID were stored at most once: Insert is
+// idempotent by AttemptID, so a batch retried after a timeout or a crash never
+// yields duplicate rows. An Attempt is immutable once produced: two inserts of
+// one AttemptID must carry the same values (see [ClickHouse] for why).
+//
+// Consumers that need less declare their own smaller interface (the audit
+// [Sink] needs only [Inserter]).
+type Store interface {
+	// Insert stores attempts. It validates every attempt first (see
+	// [Attempt.Validate]) and stores none when one is invalid, returning an
+	// error wrapping ErrInvalidAttempt. An empty slice is a no-op. Times are
+	// stored with millisecond precision (truncated) and read back in UTC;
+	// ResponseBody is cut to MaxResponseBody bytes. Any other error means the
+	// batch may or may not be stored: retry it whole.
+	Insert(ctx context.Context, attempts []Attempt) error
+
+	// Log returns one endpoint's attempts matching q, newest first: ordered by
+	// AttemptedAt (millisecond precision), then AttemptID, both descending. An
+	// invalid q returns an error wrapping ErrInvalidQuery.
+	Log(ctx context.Context, q Query) ([]Attempt, error)
+
+	// Count returns how many distinct attempts match f.
+	Count(ctx context.Context, f Filter) (int64, error)
+
+	// Summary returns one EndpointSummary per endpoint with at least one
+	// attempt matching f, ordered by EndpointID.
+	Summary(ctx context.Context, f Filter) ([]EndpointSummary, error)
+}
+
+// Inserter is the part of a [Store] the [Sink] writes to.
+type Inserter interface {
+	Insert(ctx context.Context, attempts []Attempt) error
+}
+
+// Limits of [Query.Limit].
+const (
+	DefaultLimit = 100  // used when Query.Limit is 0
+	MaxLimit     = 1000 // a larger Query.Limit is an error
+)
+
+// Errors callers branch on with errors.Is. The wrapping error names the field.
+var (
+	// ErrInvalidAttempt: an attempt cannot be stored (see Attempt.Validate).
+	ErrInvalidAttempt = errors.New("audit: invalid attempt")
+	// ErrInvalidQuery: a Query or Filter is malformed.
+	ErrInvalidQuery = errors.New("audit: invalid query")
+)
+
+// Query selects rows of one endpoint's delivery log for [Store.Log].
+type Query struct {
+	// EndpointID is the endpoint whose log is read. Required.
+	EndpointID string
+	// EventID keeps only attempts of this CloudEvent id. Optional.
+	EventID string
+	// DeliveryID keeps only attempts of this delivery. Optional.
+	DeliveryID string
+	// Outcomes keeps only attempts with one of these outcomes (e.g. Abandoned
+	// and Exhausted, to find deliveries to resend). Optional. Default: all.
+	Outcomes []Outcome
+	// Since keeps only attempts made at or after this instant (millisecond
+	// precision). Optional. Default (zero): no lower bound.
+	Since time.Time
+	// Before keeps only attempts strictly older than the cursor in the log's
+	// order, for paging: pass CursorOf(the last attempt of the previous page).
+	// Optional. Default (zero): start at the newest attempt.
+	Before Cursor
+	// Limit is the most attempts returned. Optional. Default DefaultLimit (0
+	// means the default); at most MaxLimit; negative is an error.
+	Limit int
+}
+
+// Cursor is a position in a delivery log, which is ordered by
+// (AttemptedAt in milliseconds, AttemptID), newest first. The zero Cursor
+// means "no position".
+type Cursor struct {
+	AttemptedAt time.Time
+	AttemptID   string
+}
+
+// CursorOf returns the position of a, to page on with [Query.Before].
+func CursorOf(a Attempt) Cursor {
+	return Cursor{AttemptedAt: a.AttemptedAt.Truncate(time.Millisecond).UTC(), AttemptID: a.AttemptID}
+}
+
+// IsZero reports whether c is the zero Cursor.
+func (c Cursor) IsZero() bool { return c.AttemptedAt.IsZero() && c.AttemptID == "" }
+
+// Filter selects attempts for [Store.Count] and [Store.Summary]. The zero
+// Filter selects every attempt.
+type Filter struct {
+	// EndpointID keeps only this endpoint's attempts. Optional. Default: all
+	// endpoints.
+	EndpointID string
+	// Since keeps only attempts made at or after this instant (millisecond
+	// precision). Optional. Default (zero): no lower bound.
+	Since time.Time
+	// Until keeps only attempts made strictly before this instant
+	// (millisecond precision). Optional. Default (zero): no upper bound.
+	Until time.Time
+}
+
+// EndpointSummary is one endpoint's figures in [Store.Summary]: what `make
+// demo` prints per endpoint.
+type EndpointSummary struct {
+	EndpointID string
+	// Attempts counts attempt rows (every outcome).
+	Attempts int64
+	// Deliveries counts distinct DeliveryIDs.
+	Deliveries int64
+	// Outcomes counts attempts by outcome; an outcome with none is absent.
+	Outcomes map[Outcome]int64
+	// LatencyP50 and LatencyP99 are exact quantiles of LatencyMs (millisecond
+	// resolution) over the attempts that went to the network: every outcome
+	// except Abandoned, Expired and Blocked. The q-quantile of n sorted
+	// latencies is the one at index floor(q*n) (0-based), as ClickHouse's
+	// quantileExact computes it. Zero when there is no such attempt.
+	LatencyP50 time.Duration
+	LatencyP99 time.Duration
+}
+
+// Quantile levels of EndpointSummary.
+const (
+	p50 = 0.5
+	p99 = 0.99
+)
+
+// wentToNetwork reports whether an attempt with outcome o made (or tried to
+// make) a request, so its latency counts in EndpointSummary.
+func (o Outcome) wentToNetwork() bool {
+	return o != Abandoned && o != Expired && o != Blocked
+}
+
+// Range of a ClickHouse DateTime (UInt32 unix seconds), which stores
+// AttemptedAt and NextAttemptAt.
+var (
+	minTime = time.Unix(0, 0).UTC()
+	maxTime = time.Unix(math.MaxUint32, 0).UTC()
+)
+
+// Validate reports whether a can be stored. It returns an error wrapping
+// ErrInvalidAttempt and naming the field when: AttemptID or EndpointID is
+// empty; Outcome is unknown; AttemptedAt is zero or outside 1970-01-01 ..
+// 2106-02-07 (UTC); NextAttemptAt is neither zero nor in that range;
+// AttemptNumber or HTTPStatus is outside 0..65535; LatencyMs is outside
+// 0..4294967295.
+//
+// The [Sink] skips (and counts) a record whose attempt fails Validate, so one
+// bad record never blocks the attempts topic.
+func (a *Attempt) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidAttempt, a.AttemptID, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case a.AttemptID == "":
+		return bad("AttemptID is empty")
+	case a.EndpointID == "":
+		return bad("EndpointID is empty")
+	case !a.Outcome.Valid():
+		return bad("Outcome %q is unknown", a.Outcome)
+	case a.AttemptedAt.IsZero():
+		return bad("AttemptedAt is zero")
+	case !inTimeRange(a.AttemptedAt):
+		return bad("AttemptedAt %s is outside %s..%s", a.AttemptedAt.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	case !a.NextAttemptAt.IsZero() && !inTimeRange(a.NextAttemptAt):
+		return bad("NextAttemptAt %s is outside %s..%s", a.NextAttemptAt.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	case a.AttemptNumber < 0 || a.AttemptNumber > math.MaxUint16:
+		return bad("AttemptNumber %d is outside 0..%d", a.AttemptNumber, math.MaxUint16)
+	case a.HTTPStatus < 0 || a.HTTPStatus > math.MaxUint16:
+		return bad("HTTPStatus %d is outside 0..%d", a.HTTPStatus, math.MaxUint16)
+	case a.LatencyMs < 0 || a.LatencyMs > math.MaxUint32:
+		return bad("LatencyMs %d is outside 0..%d", a.LatencyMs, uint32(math.MaxUint32))
+	}
+	return nil
+}
+
+func inTimeRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
+
+// validate checks q and returns it with Limit defaulted.
+func (q Query) validate() (Query, error) {
+	switch {
+	case q.EndpointID == "":
+		return q, fmt.Errorf("%w: Query.EndpointID is required", ErrInvalidQuery)
+	case q.Limit < 0:
+		return q, fmt.Errorf("%w: Query.Limit %d is negative", ErrInvalidQuery, q.Limit)
+	case q.Limit > MaxLimit:
+		return q, fmt.Errorf("%w: Query.Limit %d exceeds %d", ErrInvalidQuery, q.Limit, MaxLimit)
+	case !q.Since.IsZero() && !inTimeRange(q.Since):
+		return q, fmt.Errorf("%w: Query.Since %s is outside %s..%s", ErrInvalidQuery, q.Since.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	case !q.Before.IsZero() && !inTimeRange(q.Before.AttemptedAt):
+		return q, fmt.Errorf("%w: Query.Before.AttemptedAt %s is outside %s..%s", ErrInvalidQuery, q.Before.AttemptedAt.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	}
+	for _, o := range q.Outcomes {
+		if !o.Valid() {
+			return q, fmt.Errorf("%w: Query.Outcomes: unknown outcome %q", ErrInvalidQuery, o)
+		}
+	}
+	if q.Limit == 0 {
+		q.Limit = DefaultLimit
+	}
+	return q, nil
+}
+
+func (f Filter) validate() error {
+	switch {
+	case !f.Since.IsZero() && !inTimeRange(f.Since):
+		return fmt.Errorf("%w: Filter.Since %s is outside %s..%s", ErrInvalidQuery, f.Since.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	case !f.Until.IsZero() && !inTimeRange(f.Until):
+		return fmt.Errorf("%w: Filter.Until %s is outside %s..%s", ErrInvalidQuery, f.Until.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// normalize returns a as a Store holds it: times truncated to milliseconds
+// in UTC, ResponseBody cut to MaxResponseBody bytes.
+func normalize(a Attempt) Attempt {
+	a.AttemptedAt = a.AttemptedAt.Truncate(time.Millisecond).UTC()
+	if a.NextAttemptAt.IsZero() {
+		a.NextAttemptAt = time.Time{}
+	} else {
+		a.NextAttemptAt = a.NextAttemptAt.Truncate(time.Millisecond).UTC()
+	}
+	if len(a.ResponseBody) > MaxResponseBody {
+		a.ResponseBody = a.ResponseBody[:MaxResponseBody]
+	}
+	return a
+}
+
+func validateAll(attempts []Attempt) error {
+	for i := range attempts {
+		if err := attempts[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

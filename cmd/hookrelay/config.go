@@ -1,0 +1,229 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/hookrelay/hookrelay/pipeline"
+	"github.com/hookrelay/hookrelay/pipeline/webhook"
+	"github.com/hookrelay/hookrelay/retrytiers"
+)
+
+// config is everything hookrelay reads from flags and HOOKRELAY_*
+// environment variables. A flag wins over its variable; the variable over
+// the default. Only this package reads either.
+type config struct {
+	Brokers        []string
+	TLS            bool
+	TLSCAFile      string
+	SASLMechanism  string // "", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+	SASLUser       string
+	SASLPassword   string
+	ClickHouseDSN  string
+	TopicPrefix    string
+	Partitions     int32
+	Replication    int16
+	MinISR         int
+	InstanceID     string
+	HTTPAddr       string
+	AllowNetworks  []netip.Prefix
+	RetrySchedule  retrytiers.Schedule
+	QueueTTL       time.Duration
+	Roles          map[string]bool
+	MaxEventBytes  int
+	EndpointBuffer int
+}
+
+// setting is one configurable value: its flag, its environment variable, its
+// default and its help.
+type setting struct {
+	flag, env, def, help string
+}
+
+var settings = []setting{
+	{"brokers", "HOOKRELAY_BROKERS", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated host:port"},
+	{"kafka-tls", "HOOKRELAY_KAFKA_TLS", "false", "connect to Kafka over TLS"},
+	{"kafka-tls-ca", "HOOKRELAY_KAFKA_TLS_CA", "", "PEM file of CAs to trust for Kafka TLS (default: system roots)"},
+	{"kafka-sasl-mechanism", "HOOKRELAY_KAFKA_SASL_MECHANISM", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: none)"},
+	{"kafka-sasl-user", "HOOKRELAY_KAFKA_SASL_USER", "", "Kafka SASL user"},
+	{"kafka-sasl-password", "HOOKRELAY_KAFKA_SASL_PASSWORD", "", "Kafka SASL password"},
+	{"clickhouse", "HOOKRELAY_CLICKHOUSE", "clickhouse://127.0.0.1:9000/hookrelay", "ClickHouse DSN (native protocol) with user, password and database"},
+	{"topic-prefix", "HOOKRELAY_TOPIC_PREFIX", pipeline.DefaultTopicPrefix, "prefix of every topic name"},
+	{"partitions", "HOOKRELAY_PARTITIONS", "12", "partitions of the events, deliveries, tier and attempts topics (fixed once created)"},
+	{"replication-factor", "HOOKRELAY_REPLICATION_FACTOR", "-1", "replication factor of created topics (-1: broker default)"},
+	{"min-insync-replicas", "HOOKRELAY_MIN_INSYNC_REPLICAS", "0", "min.insync.replicas of created topics (0: broker default)"},
+	{"instance-id", "HOOKRELAY_INSTANCE_ID", "", "stable, unique name of this process; names its transactional producers (default: host name)"},
+	{"http-addr", "HOOKRELAY_HTTP_ADDR", "127.0.0.1:8080", "address of /metrics, /healthz and /readyz"},
+	{"allow-networks", "HOOKRELAY_ALLOW_NETWORKS", "", "CIDRs the SSRF guard lets through although not global, comma-separated (e.g. 127.0.0.0/8)"},
+	{"retry-schedule", "HOOKRELAY_RETRY_SCHEDULE", retrytiers.DefaultSchedule().String(), "delays after each failed attempt, comma-separated durations; attempts = delays + 1"},
+	{"queue-ttl", "HOOKRELAY_QUEUE_TTL", pipeline.DefaultQueueTTL.String(), "events older than this are not attempted (expired, to the DLQ)"},
+	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit", "stages this process runs, comma-separated: fanout, dispatch, retry, audit"},
+	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
+	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
+}
+
+// addFlags registers every setting on fs, defaulting from the environment.
+func addFlags(fs *pflag.FlagSet, only ...string) {
+	want := map[string]bool{}
+	for _, o := range only {
+		want[o] = true
+	}
+	for _, s := range settings {
+		if len(only) > 0 && !want[s.flag] {
+			continue
+		}
+		def := s.def
+		if v, ok := os.LookupEnv(s.env); ok {
+			def = v
+		}
+		fs.String(s.flag, def, fmt.Sprintf("%s [%s]", s.help, s.env))
+	}
+}
+
+// loadConfig parses the registered settings. Errors name the flag and its
+// variable.
+func loadConfig(fs *pflag.FlagSet) (*config, error) {
+	get := func(name string) string {
+		f := fs.Lookup(name)
+		if f == nil {
+			for _, s := range settings {
+				if s.flag == name {
+					if v, ok := os.LookupEnv(s.env); ok {
+						return v
+					}
+					return s.def
+				}
+			}
+			return ""
+		}
+		return f.Value.String()
+	}
+	bad := func(name string, err error) error {
+		env := ""
+		for _, s := range settings {
+			if s.flag == name {
+				env = s.env
+			}
+		}
+		return fmt.Errorf("invalid --%s (%s): %w", name, env, err)
+	}
+	c := &config{}
+	for _, b := range strings.Split(get("brokers"), ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Brokers = append(c.Brokers, b)
+		}
+	}
+	if len(c.Brokers) == 0 {
+		return nil, bad("brokers", errors.New("at least one broker is required"))
+	}
+	var err error
+	if c.TLS, err = strconv.ParseBool(get("kafka-tls")); err != nil {
+		return nil, bad("kafka-tls", err)
+	}
+	c.TLSCAFile = get("kafka-tls-ca")
+	c.SASLMechanism = strings.ToUpper(get("kafka-sasl-mechanism"))
+	c.SASLUser, c.SASLPassword = get("kafka-sasl-user"), get("kafka-sasl-password")
+	switch c.SASLMechanism {
+	case "", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	default:
+		return nil, bad("kafka-sasl-mechanism", fmt.Errorf("unknown mechanism %q", c.SASLMechanism))
+	}
+	if c.SASLMechanism != "" && c.SASLUser == "" {
+		return nil, bad("kafka-sasl-user", errors.New("required with a SASL mechanism"))
+	}
+	c.ClickHouseDSN = get("clickhouse")
+	if !strings.HasPrefix(c.ClickHouseDSN, "clickhouse://") && !strings.HasPrefix(c.ClickHouseDSN, "tcp://") {
+		return nil, bad("clickhouse", errors.New("must be a native-protocol DSN, clickhouse://user:password@host:9000/database"))
+	}
+	c.TopicPrefix = get("topic-prefix")
+	n, err := strconv.ParseInt(get("partitions"), 10, 32)
+	if err != nil || n < 1 {
+		return nil, bad("partitions", fmt.Errorf("must be a positive integer, got %q", get("partitions")))
+	}
+	c.Partitions = int32(n)
+	rf, err := strconv.ParseInt(get("replication-factor"), 10, 16)
+	if err != nil || rf == 0 || rf < -1 {
+		return nil, bad("replication-factor", fmt.Errorf("must be -1 or a positive integer, got %q", get("replication-factor")))
+	}
+	c.Replication = int16(rf)
+	if c.MinISR, err = strconv.Atoi(get("min-insync-replicas")); err != nil || c.MinISR < 0 {
+		return nil, bad("min-insync-replicas", fmt.Errorf("must be >= 0, got %q", get("min-insync-replicas")))
+	}
+	c.InstanceID = get("instance-id")
+	if c.InstanceID == "" {
+		if c.InstanceID, err = os.Hostname(); err != nil || c.InstanceID == "" {
+			return nil, bad("instance-id", errors.New("not set and the host name is unknown"))
+		}
+	}
+	c.HTTPAddr = get("http-addr")
+	if c.AllowNetworks, err = webhook.ParseAllowList(get("allow-networks")); err != nil {
+		return nil, bad("allow-networks", err)
+	}
+	if c.RetrySchedule, err = retrytiers.ParseSchedule(get("retry-schedule")); err != nil {
+		return nil, bad("retry-schedule", err)
+	}
+	if c.QueueTTL, err = time.ParseDuration(get("queue-ttl")); err != nil || c.QueueTTL <= 0 {
+		return nil, bad("queue-ttl", fmt.Errorf("must be a positive duration, got %q", get("queue-ttl")))
+	}
+	c.Roles = map[string]bool{}
+	for _, r := range strings.Split(get("roles"), ",") {
+		switch r = strings.TrimSpace(r); r {
+		case "fanout", "dispatch", "retry", "audit":
+			c.Roles[r] = true
+		case "":
+		default:
+			return nil, bad("roles", fmt.Errorf("unknown role %q (want fanout, dispatch, retry, audit)", r))
+		}
+	}
+	if len(c.Roles) == 0 {
+		return nil, bad("roles", errors.New("at least one role is required"))
+	}
+	if c.MaxEventBytes, err = strconv.Atoi(get("max-event-bytes")); err != nil || c.MaxEventBytes < 1 {
+		return nil, bad("max-event-bytes", fmt.Errorf("must be a positive integer, got %q", get("max-event-bytes")))
+	}
+	if c.EndpointBuffer, err = strconv.Atoi(get("endpoint-backlog")); err != nil || c.EndpointBuffer < 1 {
+		return nil, bad("endpoint-backlog", fmt.Errorf("must be a positive integer, got %q", get("endpoint-backlog")))
+	}
+	return c, nil
+}
+
+// kafkaOpts are the connection options every client shares.
+func (c *config) kafkaOpts() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	if c.TLS {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.TLSCAFile != "" {
+			pem, err := os.ReadFile(c.TLSCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("invalid --kafka-tls-ca (HOOKRELAY_KAFKA_TLS_CA): %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("invalid --kafka-tls-ca (HOOKRELAY_KAFKA_TLS_CA): no certificate in %s", c.TLSCAFile)
+			}
+			tc.RootCAs = pool
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	switch c.SASLMechanism {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsSha512Mechanism()))
+	}
+	return opts, nil
+}

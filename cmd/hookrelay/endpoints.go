@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/pipeline"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+)
+
+// endpointsCmd is `hookrelay endpoints …`: the operator's way to manage
+// endpoints until the REST API exists. Every subcommand reads the endpoints
+// topic to its end first, so what it prints or checks is current.
+func endpointsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "endpoints", Short: "Manage webhook endpoints (add, list, get, update, disable, enable, delete)"}
+	addFlags(cmd.PersistentFlags(), "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user",
+		"kafka-sasl-password", "topic-prefix", "partitions", "replication-factor", "min-insync-replicas", "retry-schedule")
+
+	add := &cobra.Command{
+		Use:   "add --id ID --url URL [--secret whsec_…] [--events a.b,c.*] [--tenant T] [--rate 10] [--max-in-flight 4]",
+		Short: "Create an endpoint; prints the generated secret once when none is given",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				e, generated, err := endpointFromFlags(cmd.Flags(), nil)
+				if err != nil {
+					return err
+				}
+				got, err := s.Create(ctx, *e)
+				if err != nil {
+					return err
+				}
+				if generated {
+					fmt.Printf("secret: %s\n(shown once: store it now; `endpoints get` shows it masked)\n", e.Secrets[0].Value)
+				}
+				return printEndpoint(os.Stdout, got)
+			})
+		},
+	}
+	endpointFlags(add.Flags(), true)
+
+	update := &cobra.Command{
+		Use:   "update --id ID [--url URL] [--secret whsec_… --secret-overlap 24h] [--events …] [--tenant T] [--rate R] [--max-in-flight N]",
+		Short: "Change an endpoint; a new --secret keeps the old one signing for --secret-overlap",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				id, _ := cmd.Flags().GetString("id")
+				cur, err := s.Get(ctx, id)
+				if err != nil {
+					return err
+				}
+				e, _, err := endpointFromFlags(cmd.Flags(), cur)
+				if err != nil {
+					return err
+				}
+				got, err := s.Put(ctx, *e)
+				if err != nil {
+					return err
+				}
+				return printEndpoint(os.Stdout, got)
+			})
+		},
+	}
+	endpointFlags(update.Flags(), false)
+	update.Flags().Duration("secret-overlap", 24*time.Hour, "with --secret: how long the previous secrets keep signing")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List endpoints (secrets masked)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				eps, err := s.List(ctx)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tSTATUS\tURL\tEVENTS\tTENANT\tRATE/S\tIN-FLIGHT\tSECRETS")
+				for _, e := range eps {
+					st, reason := e.EffectiveStatus()
+					if reason != "" {
+						st = endpoints.State(string(st) + " (" + reason + ")")
+					}
+					var secrets []string
+					for _, sec := range e.Masked().Secrets {
+						secrets = append(secrets, sec.Value)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", e.ID, st, e.URL, strings.Join(e.EventTypes, ","),
+						e.TenantID, e.RatePerSec, e.MaxInFlight, strings.Join(secrets, " "))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+
+	get := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one endpoint as JSON (secrets masked)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				e, err := s.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printEndpoint(os.Stdout, e)
+			})
+		},
+	}
+
+	var reason string
+	disable := &cobra.Command{
+		Use:   "disable ID",
+		Short: "Stop deliveries to an endpoint (queued ones are recorded as abandoned)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				e, err := s.Disable(ctx, args[0], reason)
+				if err != nil {
+					return err
+				}
+				return printEndpoint(os.Stdout, e)
+			})
+		},
+	}
+	disable.Flags().StringVar(&reason, "reason", "operator", "why, shown in list and get")
+
+	enable := &cobra.Command{
+		Use:   "enable ID",
+		Short: "Resume deliveries to an endpoint (also clears a disable by the pipeline, e.g. after 410)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				e, err := s.Enable(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printEndpoint(os.Stdout, e)
+			})
+		},
+	}
+
+	del := &cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete an endpoint (queued deliveries are recorded as abandoned)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+				if err := s.Delete(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Printf("deleted %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(add, update, list, get, disable, enable, del)
+	return cmd
+}
+
+func endpointFlags(fs *pflag.FlagSet, create bool) {
+	fs.String("id", "", "endpoint ID: 1–128 of A-Z a-z 0-9 . _ - (required)")
+	fs.String("url", "", "http or https URL without credentials"+map[bool]string{true: " (required)", false: ""}[create])
+	fs.String("secret", "", "whsec_ signing secret of 24–64 bytes (default on add: a new 32-byte secret)")
+	fs.StringSlice("events", nil, "event types: exact (invoice.paid), prefix (invoice.*) or * for all (default on add: *)")
+	fs.String("tenant", "", "deliver only events whose tenantid extension equals this")
+	fs.Float64("rate", 0, "requests per second (default 10)")
+	fs.Int("max-in-flight", 0, "concurrent requests (default 4)")
+	fs.Duration("timeout", 0, "request timeout (default 10s)")
+	fs.Duration("connect-timeout", 0, "connect timeout (default 3s)")
+}
+
+// endpointFromFlags builds the endpoint to write: cur with the flags that
+// were set applied (update), or a new endpoint (add, cur nil). It reports
+// whether it generated the secret.
+func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.Endpoint, bool, error) {
+	e := &endpoints.Endpoint{}
+	if cur != nil {
+		e = cur.Clone()
+		e.PipelineStatus = nil
+	}
+	id, _ := fs.GetString("id")
+	if id == "" {
+		return nil, false, errors.New("--id is required")
+	}
+	e.ID = id
+	if fs.Changed("url") || cur == nil {
+		e.URL, _ = fs.GetString("url")
+		if e.URL == "" {
+			return nil, false, errors.New("--url is required")
+		}
+	}
+	generated := false
+	if secret, _ := fs.GetString("secret"); secret != "" {
+		if _, err := endpoints.ParseSecret(secret); err != nil {
+			return nil, false, fmt.Errorf("invalid --secret: %w", err)
+		}
+		if cur != nil {
+			overlap, _ := fs.GetDuration("secret-overlap")
+			until := time.Now().Add(overlap).UTC()
+			for i := range e.Secrets {
+				if e.Secrets[i].ExpiresAt == nil || e.Secrets[i].ExpiresAt.After(until) {
+					e.Secrets[i].ExpiresAt = &until
+				}
+			}
+		}
+		e.Secrets = append(e.Secrets, endpoints.Secret{Value: secret})
+	} else if cur == nil {
+		e.Secrets = []endpoints.Secret{{Value: endpoints.NewSecret()}}
+		generated = true
+	}
+	if fs.Changed("events") || cur == nil {
+		e.EventTypes, _ = fs.GetStringSlice("events")
+		if len(e.EventTypes) == 0 {
+			e.EventTypes = []string{endpoints.WildcardAll}
+		}
+	}
+	if fs.Changed("tenant") {
+		e.TenantID, _ = fs.GetString("tenant")
+	}
+	if fs.Changed("rate") {
+		e.RatePerSec, _ = fs.GetFloat64("rate")
+		if e.RatePerSec <= 0 {
+			return nil, false, errors.New("invalid --rate: must be > 0")
+		}
+	}
+	if fs.Changed("max-in-flight") {
+		e.MaxInFlight, _ = fs.GetInt("max-in-flight")
+		if e.MaxInFlight <= 0 {
+			return nil, false, errors.New("invalid --max-in-flight: must be >= 1")
+		}
+	}
+	if fs.Changed("timeout") {
+		e.Timeout, _ = fs.GetDuration("timeout")
+	}
+	if fs.Changed("connect-timeout") {
+		e.ConnectTimeout, _ = fs.GetDuration("connect-timeout")
+	}
+	return e, generated, nil
+}
+
+// withStore connects, makes sure the topics exist, runs an endpoints view
+// until fn returns, and stops it.
+func withStore(cmd *cobra.Command, fn func(context.Context, *endpoints.Store) error) error {
+	cfg, err := loadConfig(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	kopts, err := cfg.kafkaOpts()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
+	defer cancel()
+	topics := pipeline.NewTopics(cfg.TopicPrefix)
+	admin, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	policy, err := pipeline.NewRetryPolicy(cfg.RetrySchedule, topics, cfg.QueueTTL)
+	if err != nil {
+		return fmt.Errorf("invalid --retry-schedule (HOOKRELAY_RETRY_SCHEDULE): %w", err)
+	}
+	if err := pipeline.EnsureTopics(ctx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
+		Partitions: cfg.Partitions, ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
+		TierTopics: policy.Tiers().Topics(),
+	}); err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
+	view, err := endpoints.NewView(endpoints.Config{ClientOpts: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus})
+	if err != nil {
+		return err
+	}
+	vctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- view.Run(vctx) }()
+	err = fn(ctx, endpoints.NewStore(view))
+	stop()
+	if verr := <-done; err == nil && verr != nil && !errors.Is(verr, context.Canceled) {
+		err = verr
+	}
+	return err
+}
+
+func printEndpoint(w io.Writer, e *endpoints.Endpoint) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(e.Masked())
+}

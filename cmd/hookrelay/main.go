@@ -1,0 +1,106 @@
+// Command hookrelay delivers CloudEvents from Kafka as signed webhooks.
+//
+//	hookrelay run                 run the pipeline (all roles, or --roles)
+//	hookrelay migrate             apply ClickHouse migrations
+//	hookrelay endpoints …         add, list, get, update, disable, enable, delete endpoints
+//	hookrelay log --endpoint ID   print an endpoint's delivery log
+//
+// Every flag also reads a HOOKRELAY_* environment variable (see --help).
+// This package is the only one that reads flags or the environment.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookrelay/hookrelay/audit"
+)
+
+// version is sent in the user-agent header; set with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	root := &cobra.Command{
+		Use:           "hookrelay",
+		Short:         "Reliable outbound webhooks from Kafka",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd())
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "hookrelay:", err)
+		os.Exit(1)
+	}
+}
+
+// signalContext ends on SIGINT or SIGTERM: the graceful shutdown.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+func migrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending ClickHouse migrations (run also does this at start-up)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			store, err := openStore(cmd.Context(), cfg, slog.Default())
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			v, err := store.SchemaVersion(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Printf("schema version %d\n", v)
+			return nil
+		},
+	}
+	addFlags(cmd.Flags(), "clickhouse")
+	return cmd
+}
+
+func logCmd() *cobra.Command {
+	var endpoint, event string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "log",
+		Short: "Print an endpoint's delivery log from ClickHouse, newest first",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			if endpoint == "" {
+				return fmt.Errorf("--endpoint is required")
+			}
+			store, err := openStore(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			rows, err := store.Log(cmd.Context(), audit.Query{EndpointID: endpoint, EventID: event, Limit: limit})
+			if err != nil {
+				return err
+			}
+			return audit.WriteLog(os.Stdout, rows)
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "endpoint ID (required)")
+	cmd.Flags().StringVar(&event, "event", "", "only this event ID")
+	cmd.Flags().IntVar(&limit, "limit", 100, "rows to print (at most 1000)")
+	addFlags(cmd.Flags(), "clickhouse")
+	return cmd
+}

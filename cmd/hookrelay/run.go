@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/webhook"
+	"github.com/hookrelay/hookrelay/retrytiers"
+)
+
+func runCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the pipeline: fan-out, dispatch, retry tiers and the audit sink (see --roles)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd.Context())
+			defer stop()
+			return run(ctx, cfg, slog.Default())
+		},
+	}
+	addFlags(cmd.Flags())
+	return cmd
+}
+
+// run starts every stage of cfg.Roles and owns their goroutines: it returns
+// when ctx ends (after each stage has shut down) or when a stage fails.
+func run(ctx context.Context, cfg *config, log *slog.Logger) error {
+	kopts, err := cfg.kafkaOpts()
+	if err != nil {
+		return err
+	}
+	topics := pipeline.NewTopics(cfg.TopicPrefix)
+	policy, err := pipeline.NewRetryPolicy(cfg.RetrySchedule, topics, cfg.QueueTTL)
+	if err != nil {
+		return fmt.Errorf("invalid --retry-schedule (HOOKRELAY_RETRY_SCHEDULE): %w", err)
+	}
+
+	// Metrics: OpenTelemetry, exported in the Prometheus format.
+	exporter, err := prometheus.New()
+	if err != nil {
+		return fmt.Errorf("metrics exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer mp.Shutdown(context.Background())
+	meter := mp.Meter("github.com/hookrelay/hookrelay")
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	tracer := tp.Tracer("github.com/hookrelay/hookrelay")
+
+	admin, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer admin.Close()
+	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := pipeline.EnsureTopics(setupCtx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
+		Partitions: cfg.Partitions, ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
+		TierTopics: policy.Tiers().Topics(),
+	}); err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
+
+	var store *audit.ClickHouse
+	if cfg.Roles["audit"] {
+		store, err = openStore(setupCtx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+	}
+
+	view, err := endpoints.NewView(endpoints.Config{
+		ClientOpts: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	var ready atomic.Bool
+	g.Go(func() error { return view.Run(gctx) })
+
+	var dispatcher *pipeline.Dispatcher
+	var attemptsClient *kgo.Client
+	if cfg.Roles["dispatch"] {
+		sender, err := webhook.NewSender(webhook.Options{Version: version, AllowNetworks: cfg.AllowNetworks, MaxIdleConnsPerHost: 64})
+		if err != nil {
+			return err
+		}
+		defer sender.Close()
+		attemptsClient, err = kgo.NewClient(append([]kgo.Opt{kgo.ProducerLinger(5 * time.Millisecond)}, kopts...)...)
+		if err != nil {
+			return fmt.Errorf("kafka client: %w", err)
+		}
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := attemptsClient.Flush(fctx); err != nil {
+				log.Error("attempts: flush on shutdown", "err", err)
+			}
+			attemptsClient.Close()
+		}()
+		dispatcher, err = pipeline.NewDispatcher(pipeline.DispatcherOptions{
+			ClientOpts:      kopts,
+			Topics:          topics,
+			Group:           topics.Prefix + "dispatch",
+			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
+			Endpoints:       view,
+			Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
+			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts, log),
+			Policy:          policy,
+			EndpointBacklog: cfg.EndpointBuffer,
+			Meter:           meter,
+			Tracer:          tracer,
+			Logger:          log,
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	var fanout *pipeline.Fanout
+	if cfg.Roles["fanout"] {
+		fanout, err = pipeline.NewFanout(pipeline.FanoutOptions{
+			ClientOpts:      kopts,
+			Topics:          topics,
+			Group:           topics.Prefix + "fanout",
+			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
+			Endpoints:       view,
+			MaxEventBytes:   cfg.MaxEventBytes,
+			Meter:           meter,
+			Logger:          log,
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	var relay *retrytiers.Relay
+	if cfg.Roles["retry"] {
+		relay, err = retrytiers.NewRelay(retrytiers.RelayOptions{
+			Kgo:             kopts,
+			Group:           topics.Prefix + "retry-relay",
+			Tiers:           policy.Tiers(),
+			TargetTopic:     topics.Deliveries,
+			DLQTopic:        topics.DLQ,
+			TransactionalID: topics.Prefix + "retry-" + cfg.InstanceID,
+			Meter:           meter,
+			Logger:          log,
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	var sink *audit.Sink
+	if cfg.Roles["audit"] {
+		sink, err = audit.NewSink(audit.SinkOptions{
+			Brokers:      cfg.Brokers,
+			KafkaOptions: kopts[1:], // TLS and SASL; the seeds are Brokers
+			Group:        topics.Prefix + "audit",
+			Topic:        topics.Attempts,
+			Store:        store,
+			Meter:        meter,
+			Logger:       log,
+		})
+		if err != nil {
+			return err
+		}
+	}
+
+	// Stages that act on endpoints start once the view has caught up, so an
+	// endpoint acknowledged before an event was produced gets that event.
+	g.Go(func() error {
+		select {
+		case <-view.Ready():
+		case <-gctx.Done():
+			return nil
+		}
+		log.Info("endpoints view caught up", "endpoints", view.Len())
+		if fanout != nil {
+			g.Go(func() error { return fanout.Run(gctx) })
+		}
+		if dispatcher != nil {
+			g.Go(func() error { return dispatcher.Run(gctx) })
+			select {
+			case <-dispatcher.Joined():
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		ready.Store(true)
+		log.Info("hookrelay ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
+		return nil
+	})
+	if relay != nil {
+		g.Go(func() error { return relay.Run(gctx) })
+	}
+	if sink != nil {
+		g.Go(func() error { return sink.Run(gctx) })
+	}
+
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: opsHandler(&ready), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("invalid --http-addr (HOOKRELAY_HTTP_ADDR): %w", err)
+	}
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	log.Info("hookrelay starting", "http", ln.Addr().String(), "brokers", cfg.Brokers, "prefix", topics.Prefix)
+	err = g.Wait()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// opsHandler serves /metrics, /healthz (the process is up) and /readyz
+// (the endpoints view has caught up and the dispatcher has joined its group).
+func opsHandler(ready *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready: endpoints view catching up or consumer group not joined", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// openStore connects to ClickHouse and applies pending migrations.
+func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*audit.ClickHouse, error) {
+	store, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: cfg.ClickHouseDSN})
+	if err != nil {
+		return nil, fmt.Errorf("invalid --clickhouse (HOOKRELAY_CLICKHOUSE): %w", err)
+	}
+	applied, err := store.Migrate(ctx)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("clickhouse migrations: %w", err)
+	}
+	for _, m := range applied {
+		log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name)
+	}
+	return store, nil
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a fresh machine, and only what is
+# missing, so that a second run costs about a second:
+#   apt    Debian packages: clickhouse-server, clickhouse-client, wrk, a Java
+#          17 runtime and Maven (apt-get update first, only when installing)
+#   kafka  the Kafka jars of deploy/local/pom.xml, via Maven, into
+#          $STATE/kafka/libs
+#   go     the Go modules of go.mod (go mod download)
+#   npm    the packages of e2e/receiver (npm ci), when it has a package.json
+# Usage: deps.sh [apt|kafka|go|npm]...   (no argument: all of them)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+deps_apt() {
+	local missing=()
+	[[ -x /usr/sbin/clickhouse-server ]] || missing+=(clickhouse-server)
+	command -v clickhouse-client >/dev/null || missing+=(clickhouse-client)
+	command -v wrk >/dev/null || missing+=(wrk)
+	command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+	command -v mvn >/dev/null || missing+=(maven)
+	command -v flock >/dev/null || missing+=(util-linux)
+	((${#missing[@]})) || return 0
+	log "installing Debian packages: ${missing[*]}"
+	local sudo=
+	((EUID == 0)) || sudo=sudo
+	# Installing clickhouse-server must not start the system service (it
+	# would take port 9000): deny service starts while apt runs, unless the
+	# machine already has a policy.
+	local policy=/usr/sbin/policy-rc.d made_policy=
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+		$sudo chmod +x "$policy"
+		made_policy=1
+	fi
+	local rc=0
+	$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" || rc=$?
+	[[ -z $made_policy ]] || $sudo rm -f "$policy"
+	((rc == 0)) || die "apt-get install ${missing[*]} failed (exit $rc)"
+}
+
+deps_kafka() {
+	[[ -f $KAFKA_LIBS_MARKER && $KAFKA_LIBS_MARKER -nt $DEPLOY/pom.xml ]] && return 0
+	command -v mvn >/dev/null || deps_apt
+	log "fetching Kafka jars with Maven into $KAFKA_LIBS"
+	rm -rf "$KAFKA_LIBS.tmp"
+	mkdir -p "$STATE/logs"
+	if ! mvn -B -ntp -f "$DEPLOY/pom.xml" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$KAFKA_LIBS.tmp" >"$STATE/logs/maven.log" 2>&1; then
+		tail -n 30 "$STATE/logs/maven.log" >&2
+		die "Maven could not fetch the Kafka jars of $DEPLOY/pom.xml; read $STATE/logs/maven.log"
+	fi
+	rm -rf "$KAFKA_LIBS"
+	mv "$KAFKA_LIBS.tmp" "$KAFKA_LIBS"
+	touch "$KAFKA_LIBS_MARKER"
+	log "kafka jars: $(ls "$KAFKA_LIBS" | wc -l) files, $(du -sh "$KAFKA_LIBS" | cut -f1)"
+}
+
+deps_go() {
+	(cd "$REPO" && go mod download) || die "go mod download failed"
+}
+
+deps_npm() {
+	local dir="$REPO/e2e/receiver"
+	[[ -f $dir/package.json ]] || return 0
+	# npm ci records what it installed in node_modules/.package-lock.json.
+	if [[ -f $dir/node_modules/.package-lock.json && $dir/node_modules/.package-lock.json -nt $dir/package-lock.json ]]; then
+		return 0
+	fi
+	log "installing npm packages of e2e/receiver"
+	(cd "$dir" && npm ci --no-audit --no-fund) || die "npm ci in $dir failed"
+}
+
+(($#)) || set -- apt kafka go npm
+for part in "$@"; do
+	case $part in
+	apt | kafka | go | npm) "deps_$part" ;;
+	*) die "unknown part $part (want apt, kafka, go or npm)" ;;
+	esac
+done

@@ -1,0 +1,296 @@
+package pipeline
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/ratelimit"
+	"github.com/hookrelay/hookrelay/retrytiers"
+)
+
+// endpointQueue holds one endpoint's deliveries on one partition. All
+// fields but wake are guarded by the partition's mu.
+type endpointQueue struct {
+	id      string
+	lim     *ratelimit.Endpoint
+	ready   []*item  // due now, FIFO
+	held    heldHeap // due later (the remainder of a delay below the smallest tier)
+	running bool     // a pump goroutine serves the queue
+	closed  bool
+	parks   int           // deliveries parked since the queue last drained: grows the park delay
+	wake    chan struct{} // buffered(1): something changed, re-evaluate
+}
+
+func newEndpointQueue(id string, lim *ratelimit.Endpoint) *endpointQueue {
+	return &endpointQueue{id: id, lim: lim, wake: make(chan struct{}, 1)}
+}
+
+func (q *endpointQueue) len() int { return len(q.ready) + len(q.held) }
+
+func (q *endpointQueue) push(it *item) {
+	if !it.meta.DueAt.IsZero() && it.meta.DueAt.After(time.Now()) {
+		heap.Push(&q.held, it)
+	} else {
+		q.ready = append(q.ready, it)
+	}
+	q.signal()
+}
+
+// promote moves held items that are due at now to the ready queue.
+func (q *endpointQueue) promote(now time.Time) {
+	for len(q.held) > 0 && !q.held[0].meta.DueAt.After(now) {
+		q.ready = append(q.ready, heap.Pop(&q.held).(*item))
+	}
+}
+
+func (q *endpointQueue) pop() *item {
+	it := q.ready[0]
+	q.ready[0] = nil
+	q.ready = q.ready[1:]
+	return it
+}
+
+func (q *endpointQueue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// closeQueue makes the pump exit at its next turn; items still queued are
+// not attempted and stay uncommitted.
+func (q *endpointQueue) closeQueue() {
+	q.closed = true
+	q.signal()
+}
+
+// parkLevel is how many deliveries were parked in a row: the park delay
+// doubles with it (see RetryPolicy.Park).
+func (q *endpointQueue) parkLevel() int { return q.parks }
+
+type heldHeap []*item
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].meta.DueAt.Before(h[j].meta.DueAt) }
+func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)        { *h = append(*h, x.(*item)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return it
+}
+
+// pump is the one goroutine that starts attempts for q. It never sleeps in
+// anyone else's way: it waits on the endpoint's own pause, bucket, in-flight
+// cap or held due time, and exits when the queue is empty. Owner: the
+// partition's wg.
+func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
+	defer p.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		if q.closed {
+			q.running = false
+			p.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		q.promote(now)
+		var wait time.Duration = -1 // -1: until woken
+		if len(q.ready) == 0 {
+			if len(q.held) == 0 {
+				q.running = false
+				q.parks = 0
+				delete(p.queues, q.id)
+				p.mu.Unlock()
+				return
+			}
+			wait = q.held[0].meta.DueAt.Sub(now)
+		} else {
+			w, err := q.lim.Acquire(now)
+			if err == nil && w == 0 {
+				it := q.pop()
+				p.backlog--
+				p.mu.Unlock()
+				d.m.backlog.Add(context.Background(), -1)
+				p.wg.Add(1)
+				go d.attempt(p, q, it)
+				continue
+			}
+			if err == nil {
+				wait = w
+			}
+			// In-flight cap reached: wait for a Release to wake us.
+		}
+		p.mu.Unlock()
+		if wait >= 0 {
+			timer.Reset(wait)
+		}
+		select {
+		case <-q.wake:
+		case <-timer.C:
+		case <-p.ctx.Done():
+		}
+		if wait >= 0 && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// attempt makes one attempt of it and reports the result. Owner: the
+// partition's wg; it holds one of the endpoint's in-flight slots.
+func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
+	defer p.wg.Done()
+	release := func() { q.lim.Release(); q.signal() }
+	now := time.Now()
+	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
+	if !ok || !ep.Active() {
+		release()
+		d.complete(p, it.off, d.conclude(it, ep, audit.Abandoned, now))
+		return
+	}
+	if d.o.Policy.Expired(it.meta, now) {
+		release()
+		d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
+		return
+	}
+	ctx := context.Background()
+	d.m.inFlight.Add(ctx, 1)
+	res := d.o.Attempter.Attempt(p.ctx, ep, it.rec.Value, &it.meta, now)
+	d.m.inFlight.Add(ctx, -1)
+	if res.PauseUntil.After(now) {
+		q.lim.Pause(res.PauseUntil)
+	}
+	release()
+	if p.ctx.Err() != nil {
+		// Revoked mid-attempt: not committed; the next owner sends it again
+		// with the same webhook-id and body.
+		return
+	}
+	dec := d.o.Policy.Decide(it.meta, &res, res.StartedAt.Add(res.Latency), rand.Float64())
+	row := attemptRow(it, ep, dec.Outcome, now)
+	row.AttemptID = res.AttemptID
+	row.LatencyMs = res.Latency.Milliseconds()
+	row.HTTPStatus = res.StatusCode
+	row.ErrorClass = res.ErrorClass
+	row.ErrorMessage = res.ErrorMessage
+	row.ResponseBody = res.Body
+	row.NextAttemptAt = dec.NextAttemptAt
+	d.o.Attempts.Record(row)
+	d.m.attempts.Add(ctx, 1, metric.WithAttributes(attrOutcome(dec.Outcome)))
+	d.m.attemptLatency.Record(ctx, res.Latency.Seconds())
+
+	var out []*kgo.Record
+	if dec.Topic != "" {
+		out = append(out, deliveryRecord(dec.Topic, it.rec, &dec.Meta))
+	}
+	if dec.Disable {
+		st := endpoints.Status{
+			State:         endpoints.Disabled,
+			Reason:        endpoints.ReasonGone,
+			Detail:        fmt.Sprintf("%d from %s", res.StatusCode, row.URLHost),
+			At:            now,
+			ConfigVersion: ep.Version,
+		}
+		if b, err := json.Marshal(&st); err == nil && st.Validate() == nil {
+			out = append(out, &kgo.Record{Topic: d.o.Topics.EndpointStatus, Key: []byte(ep.ID), Value: b})
+		} else {
+			d.o.Logger.Error("dispatch: endpoint status not written", "endpoint", ep.ID, "err", errors.Join(err, st.Validate()))
+		}
+	}
+	d.complete(p, it.off, out)
+}
+
+// conclude ends a delivery without sending it (abandoned: the endpoint is
+// disabled or deleted; expired: older than the queue TTL): one attempt row
+// and a DLQ record, so a later resend finds it.
+func (d *Dispatcher) conclude(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) []*kgo.Record {
+	row := attemptRow(it, ep, o, now)
+	row.AttemptID = newAttemptID()
+	row.ErrorClass = string(o)
+	switch o {
+	case audit.Abandoned:
+		row.ErrorMessage = "endpoint disabled or deleted; not sent"
+	case audit.Expired:
+		row.ErrorMessage = "event older than the queue TTL; not sent"
+	}
+	d.o.Attempts.Record(row)
+	d.m.attempts.Add(context.Background(), 1, metric.WithAttributes(attrOutcome(o)))
+	m := it.meta
+	m.Reason = string(o)
+	m.History = append(m.History, retrytiers.AttemptSummary{Number: m.Attempt, At: now, Outcome: string(o)})
+	return []*kgo.Record{deliveryRecord(d.o.Topics.DLQ, it.rec, &m)}
+}
+
+// deadLetter copies a record the dispatcher cannot read to the DLQ with the
+// reason, so nothing is dropped.
+func (d *Dispatcher) deadLetter(r *kgo.Record, reason string) *kgo.Record {
+	hs := append([]kgo.RecordHeader{{Key: retrytiers.HeaderReason, Value: []byte(reason)}}, r.Headers...)
+	return &kgo.Record{Topic: d.o.Topics.DLQ, Key: r.Key, Value: r.Value, Headers: hs}
+}
+
+// deliveryRecord is src moved to topic with meta as its headers: same key,
+// same body bytes.
+func deliveryRecord(topic string, src *kgo.Record, meta *retrytiers.Meta) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: src.Key, Value: src.Value, Headers: meta.Headers()}
+}
+
+func attemptRow(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) *audit.Attempt {
+	a := &audit.Attempt{
+		DeliveryID:    it.meta.DeliveryID,
+		EventID:       it.meta.EventID,
+		WebhookID:     it.meta.WebhookID,
+		EventType:     it.meta.EventType,
+		Tenant:        it.meta.Tenant,
+		EndpointID:    it.meta.EndpointID,
+		AttemptNumber: it.meta.Attempt,
+		AttemptedAt:   now.UTC().Truncate(time.Millisecond),
+		Outcome:       o,
+	}
+	if ep != nil {
+		if u, err := url.Parse(ep.URL); err == nil {
+			a.URLHost = u.Host
+		}
+	}
+	return a
+}
+
+func attrOutcome(o audit.Outcome) attribute.KeyValue { return attribute.String("outcome", string(o)) }
+func attrReason(r string) attribute.KeyValue         { return attribute.String("reason", r) }
+func attrStage(s string) attribute.KeyValue          { return attribute.String("stage", s) }
+
+// registerGauges exposes in-flight requests per endpoint.
+func (d *Dispatcher) registerGauges(m metric.Meter) {
+	g, err := m.Int64ObservableGauge("hookrelay.endpoint.in_flight",
+		metric.WithDescription("HTTP attempts in flight per endpoint."))
+	if err != nil {
+		return
+	}
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		d.limMu.Lock()
+		defer d.limMu.Unlock()
+		for id, l := range d.limiters {
+			o.ObserveInt64(g, int64(l.InFlight()), metric.WithAttributes(attribute.String("endpoint_id", id)))
+		}
+		return nil
+	}, g)
+}

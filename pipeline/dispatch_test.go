@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/retrytiers"
+)
+
+// fakeEndpoints is a fixed endpoint table.
+type fakeEndpoints map[string]*endpoints.Endpoint
+
+func (f fakeEndpoints) Get(id string) (*endpoints.Endpoint, bool) { e, ok := f[id]; return e, ok }
+
+// fakeAttempter answers per endpoint: "hang" blocks until ctx ends or
+// release is closed; anything else is delivered at once.
+type fakeAttempter struct {
+	mu       sync.Mutex
+	calls    map[string][]string // endpoint -> delivery IDs, in call order
+	inFlight map[string]int
+	peak     map[string]int
+	release  chan struct{}
+	hang     map[string]bool
+}
+
+func newFakeAttempter(hang ...string) *fakeAttempter {
+	f := &fakeAttempter{calls: map[string][]string{}, inFlight: map[string]int{}, peak: map[string]int{},
+		release: make(chan struct{}), hang: map[string]bool{}}
+	for _, h := range hang {
+		f.hang[h] = true
+	}
+	return f
+}
+
+func (f *fakeAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+	f.mu.Lock()
+	f.calls[ep.ID] = append(f.calls[ep.ID], m.DeliveryID)
+	f.inFlight[ep.ID]++
+	f.peak[ep.ID] = max(f.peak[ep.ID], f.inFlight[ep.ID])
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.inFlight[ep.ID]--; f.mu.Unlock() }()
+	if f.hang[ep.ID] {
+		select {
+		case <-ctx.Done():
+			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "canceled"}
+		case <-f.release:
+		}
+	}
+	return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
+}
+
+func (f *fakeAttempter) count(id string) (calls, peak int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls[id]), f.peak[id]
+}
+
+type memAttempts struct {
+	mu   sync.Mutex
+	rows []*audit.Attempt
+}
+
+func (m *memAttempts) Record(a *audit.Attempt) {
+	m.mu.Lock()
+	m.rows = append(m.rows, a)
+	m.mu.Unlock()
+}
+
+func testEndpoint(id string, maxInFlight int) *endpoints.Endpoint {
+	return &endpoints.Endpoint{ID: id, URL: "http://" + id + ".example/hook", RatePerSec: 10000, MaxInFlight: maxInFlight,
+		EventTypes: []string{"*"}, Status: endpoints.Active, Timeout: 10 * time.Second, ConnectTimeout: 3 * time.Second}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+// TestDispatcherIsolatesEndpointsAndCommitsAroundUnfinished runs the
+// dispatcher against kfake: a hung endpoint and a fast one on one partition.
+// The fast one's deliveries all complete while the hung one holds exactly
+// max_in_flight requests; the committed offset stays at the hung endpoint's
+// first delivery, with the fast ones listed in the commit metadata; and a
+// second dispatcher taking over sends only the hung endpoint's deliveries
+// again.
+func TestDispatcherIsolatesEndpointsAndCommitsAroundUnfinished(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.deliveries", "t.dlq", "t.attempts", "t.endpoint-status", "t.retry-30s", "t.retry-2m", "t.retry-10m", "t.retry-30m", "t.retry-1h", "t.retry-2h", "t.retry-4h", "t.retry-6h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
+	topics := NewTopics("t.")
+	policy, err := NewRetryPolicy(retrytiers.DefaultSchedule(), topics, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := fakeEndpoints{"hung": testEndpoint("hung", 3), "fast": testEndpoint("fast", 4)}
+
+	// 5 hung deliveries first, then 50 fast ones, all on partition 0.
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(ep string, n int) {
+		for i := 0; i < n; i++ {
+			m := retrytiers.Meta{DeliveryID: ep + "-" + string(rune('A'+i/26)) + string(rune('a'+i%26)), WebhookID: "msg_x", EndpointID: ep, Attempt: 1}
+			if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte(ep), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce("hung", 5)
+	produce("fast", 50)
+
+	start := func(att Attempter) (*Dispatcher, context.CancelFunc, chan error) {
+		d, err := NewDispatcher(DispatcherOptions{
+			ClientOpts:      []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+			Topics:          topics,
+			Group:           "t.dispatch",
+			TransactionalID: "t.dispatch-test",
+			Endpoints:       eps,
+			Attempter:       att,
+			Attempts:        &memAttempts{},
+			Policy:          policy,
+			FlushInterval:   20 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		return d, cancel, done
+	}
+
+	att := newFakeAttempter("hung")
+	d1, cancel, done := start(att)
+	waitFor(t, "all fast deliveries", func() bool { n, _ := att.count("fast"); return n == 50 })
+	waitFor(t, "hung endpoint at its cap", func() bool { n, _ := att.count("hung"); return n == 3 })
+	if _, peak := att.count("hung"); peak != 3 {
+		t.Fatalf("hung endpoint peak in flight = %d; want max_in_flight 3", peak)
+	}
+
+	adm := kadm.NewClient(prod)
+	waitFor(t, "commit with metadata", func() bool {
+		os, err := adm.FetchOffsets(context.Background(), "t.dispatch")
+		if err != nil {
+			return false
+		}
+		o, ok := os.Lookup(topics.Deliveries, 0)
+		if !ok || o.At != 0 {
+			return false // the hung endpoint's first delivery is offset 0
+		}
+		r, err := decodeDoneAbove(o.At, o.Metadata)
+		return err == nil && len(r) == 1 && r[0].from == 5 && r[0].to == 55
+	})
+
+	// Crash the first dispatcher: its client goes away without another
+	// commit (the revoke on leaving cancels the hung attempts).
+	d1.sess.Client().Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	cancel()
+
+	// A fresh dispatcher sends the hung endpoint's deliveries again, and
+	// never the fast ones the first finished above its committed offset.
+	att2 := newFakeAttempter()
+	_, cancel2, done2 := start(att2)
+	defer func() { cancel2(); <-done2 }()
+	waitFor(t, "second dispatcher commits to the end", func() bool {
+		os, err := adm.FetchOffsets(context.Background(), "t.dispatch")
+		if err != nil {
+			return false
+		}
+		o, ok := os.Lookup(topics.Deliveries, 0)
+		return ok && o.At == 55
+	})
+	if n, _ := att2.count("hung"); n != 5 {
+		t.Fatalf("second dispatcher sent %d hung-endpoint deliveries; want all 5 again", n)
+	}
+	if n, _ := att2.count("fast"); n != 0 {
+		t.Fatalf("second dispatcher re-sent %d fast deliveries finished by the first", n)
+	}
+}

@@ -1,0 +1,583 @@
+package endpoints
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults applied by [Endpoint.SetDefaults] to zero fields (seed "Webhook
+// Delivery Throttling and Retries", delivery policy table; delivery-path
+// issue, "Endpoints and subscriptions").
+const (
+	DefaultRatePerSec     = 10.0             // requests per second
+	DefaultMaxInFlight    = 4                // concurrent requests
+	DefaultTimeout        = 10 * time.Second // whole request, response headers included
+	DefaultConnectTimeout = 3 * time.Second  // TCP (and TLS) connect
+)
+
+// Limits checked by [Endpoint.Validate].
+const (
+	MaxIDLen          = 128
+	MaxTenantLen      = 128
+	MaxURLLen         = 2048
+	MaxSecrets        = 10
+	MinSecretBytes    = 24 // decoded key size (Standard Webhooks: at least 24 bytes)
+	MaxSecretBytes    = 64
+	NewSecretBytes    = 32 // key size of NewSecret
+	MaxEventTypes     = 64
+	MaxEventTypeLen   = 256
+	MaxRatePerSec     = 10000.0
+	MaxMaxInFlight    = 1000
+	MaxTimeout        = 60 * time.Second
+	MaxReasonLen      = 64
+	MaxStatusDetail   = 1024
+	SecretPrefix      = "whsec_"
+	WildcardAll       = "*"
+	wildcardSuffix    = "*"
+	maskedSecretChars = 4
+)
+
+// State is an endpoint's status: active or disabled.
+type State string
+
+// The states of an endpoint.
+const (
+	Active   State = "active"
+	Disabled State = "disabled"
+)
+
+// Valid reports whether s is Active or Disabled.
+func (s State) Valid() bool { return s == Active || s == Disabled }
+
+// Reasons the pipeline or the operator disables an endpoint with. Reason
+// fields are free-form short codes; these are the ones hookrelay writes.
+const (
+	ReasonGone     = "gone"     // the endpoint answered 410 (delivery-path issue)
+	ReasonFailing  = "failing"  // sustained failure (later: endpoint health)
+	ReasonOperator = "operator" // disabled in the config without a reason
+)
+
+// Secret is one Standard Webhooks signing secret of an endpoint. An endpoint
+// has one or more, so a secret can be rotated with an overlap: add the new
+// one, give the old one an ExpiresAt, and every request is signed with each
+// unexpired secret until then (seed "Reliable Webhook Delivery", gotchas:
+// "rotate signing secrets with an overlap period").
+type Secret struct {
+	// Value is "whsec_" followed by the standard base64 (with padding) of a
+	// 24 to 64 byte key.
+	Value string `json:"value"`
+	// ExpiresAt, when set, is the instant from which the secret no longer
+	// signs. Optional.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Active reports whether the secret still signs at now.
+func (s Secret) Active(now time.Time) bool { return s.ExpiresAt == nil || now.Before(*s.ExpiresAt) }
+
+// Endpoint is one webhook endpoint: its configuration as stored in the
+// compacted endpoints topic (the JSON value of the record keyed by ID; see
+// the package documentation for the format), plus Version and
+// PipelineStatus, which a [View] fills in and which are not stored.
+//
+// An *Endpoint obtained from a View is shared and immutable: do not modify
+// it; [Endpoint.Clone] it first.
+type Endpoint struct {
+	// ID identifies the endpoint and is the record key: 1 to 128 of
+	// A-Z a-z 0-9 . _ -. Required.
+	ID string
+	// URL receives the webhook requests: http or https, a host, no user
+	// information, at most 2048 bytes. Required.
+	URL string
+	// Secrets sign every request: 1 to 10, each unexpired one signs.
+	// Required.
+	Secrets []Secret
+	// EventTypes selects the events by their CloudEvents type: exact types
+	// ("invoice.paid"), prefix wildcards ending in "*" ("invoice.*" matches
+	// "invoice.paid" and "invoice.paid.v2" but not "invoice"), or "*" for
+	// every type. 1 to 64 patterns of at most 256 bytes, no spaces or
+	// control characters, "*" only at the end. Required: an endpoint with no
+	// patterns matches nothing, and Validate refuses it.
+	EventTypes []string
+	// TenantID, when set, restricts the endpoint to events whose tenantid
+	// extension equals it; an endpoint without one receives only events
+	// without a tenant. At most 128 bytes, no spaces or control characters.
+	// Optional.
+	TenantID string
+	// RatePerSec paces requests to the endpoint, in requests per second.
+	// Optional. Default 10; at most 10000.
+	RatePerSec float64
+	// MaxInFlight caps concurrent requests to the endpoint. Optional.
+	// Default 4; 1 to 1000.
+	MaxInFlight int
+	// Timeout bounds one request, from dialling to the end of the response
+	// headers. Optional. Default 10s; at most 60s.
+	Timeout time.Duration
+	// ConnectTimeout bounds the TCP and TLS connect. Optional. Default 3s;
+	// at most Timeout.
+	ConnectTimeout time.Duration
+	// Status is the operator's switch. Optional. Default Active. The
+	// pipeline never writes it: see PipelineStatus and the effective status
+	// rule in the package documentation.
+	Status State
+	// DisabledReason says why the operator disabled the endpoint (e.g.
+	// "customer request"). Optional; at most 64 bytes.
+	DisabledReason string
+	// CreatedAt and UpdatedAt are set by [Store.Put].
+	CreatedAt time.Time
+	UpdatedAt time.Time
+
+	// Version identifies this config write: the offset of its record in its
+	// endpoints-topic partition plus one (so 0 means "not from the topic").
+	// Set by the View; not stored. [Store.Put] with a non-zero Version
+	// writes only if the endpoint is still at that version.
+	Version int64
+	// PipelineStatus is the pipeline's own status record for the endpoint
+	// (endpoint-status topic), or nil. Set by the View; not stored.
+	PipelineStatus *Status
+}
+
+// Status is a record of the compacted endpoint-status topic, keyed by
+// endpoint ID: the pipeline's verdict on an endpoint (e.g. 410 → disabled,
+// reason "gone"), kept apart from the operator's config so that neither
+// overwrites the other.
+type Status struct {
+	// State is Disabled when the pipeline stopped the endpoint. Required.
+	State State `json:"state"`
+	// Reason is a short code, e.g. ReasonGone, ReasonFailing. At most 64
+	// bytes.
+	Reason string `json:"reason,omitempty"`
+	// Detail is for people, e.g. "410 Gone from hooks.example.com". At most
+	// 1024 bytes.
+	Detail string `json:"detail,omitempty"`
+	// At is when the pipeline decided (e.g. the attempt that got the 410).
+	// Required.
+	At time.Time `json:"at"`
+	// ConfigVersion is the Endpoint.Version the pipeline acted on. A
+	// disabled status applies to that config version and earlier ones only:
+	// any later operator write of the endpoint supersedes it. Required for
+	// State Disabled.
+	ConfigVersion int64 `json:"config_version,omitempty"`
+	// FailingSince is when the endpoint started failing without a success
+	// in between (for the endpoint-health issue: auto-disable after a
+	// sustained failure). Optional.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+}
+
+// Validate checks s, naming the field in its error.
+func (s *Status) Validate() error {
+	var errs []error
+	if !s.State.Valid() {
+		errs = append(errs, fieldErr("state", "must be %q or %q, got %q", Active, Disabled, s.State))
+	}
+	if len(s.Reason) > MaxReasonLen {
+		errs = append(errs, fieldErr("reason", "longer than %d bytes", MaxReasonLen))
+	}
+	if len(s.Detail) > MaxStatusDetail {
+		errs = append(errs, fieldErr("detail", "longer than %d bytes", MaxStatusDetail))
+	}
+	if s.At.IsZero() {
+		errs = append(errs, fieldErr("at", "required"))
+	}
+	if s.State == Disabled && s.ConfigVersion <= 0 {
+		errs = append(errs, fieldErr("config_version", "required (> 0) for state disabled"))
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError is one problem with one field of an Endpoint or a Status.
+// Validate returns them joined (errors.Join); errors.As finds the first.
+type FieldError struct {
+	Field   string // the JSON name, e.g. "secrets[1].value"
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// SetDefaults fills the zero optional fields with their defaults: RatePerSec,
+// MaxInFlight, Timeout, ConnectTimeout and Status.
+func (e *Endpoint) SetDefaults() {
+	if e.RatePerSec == 0 {
+		e.RatePerSec = DefaultRatePerSec
+	}
+	if e.MaxInFlight == 0 {
+		e.MaxInFlight = DefaultMaxInFlight
+	}
+	if e.Timeout == 0 {
+		e.Timeout = DefaultTimeout
+	}
+	if e.ConnectTimeout == 0 {
+		e.ConnectTimeout = min(DefaultConnectTimeout, e.Timeout)
+	}
+	if e.Status == "" {
+		e.Status = Active
+	}
+}
+
+// Validate checks every field (after SetDefaults, zero optional fields are
+// errors) and returns every problem found, each a [*FieldError] naming the
+// field, joined. It does not look at the clock: whether any secret is still
+// unexpired is checked by [Store.Put].
+func (e *Endpoint) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
+
+	if err := ValidateID(e.ID); err != nil {
+		add("id", "%s", err.Error())
+	}
+	if err := validateURL(e.URL); err != nil {
+		add("url", "%s", err.Error())
+	}
+
+	switch {
+	case len(e.Secrets) == 0:
+		add("secrets", "at least one whsec_ secret is required")
+	case len(e.Secrets) > MaxSecrets:
+		add("secrets", "%d secrets, at most %d", len(e.Secrets), MaxSecrets)
+	}
+	for i, s := range e.Secrets {
+		if _, err := ParseSecret(s.Value); err != nil {
+			add(fmt.Sprintf("secrets[%d].value", i), "%s", err.Error())
+		}
+		if slices.ContainsFunc(e.Secrets[:i], func(o Secret) bool { return o.Value == s.Value }) {
+			add(fmt.Sprintf("secrets[%d].value", i), "duplicate secret")
+		}
+	}
+
+	switch {
+	case len(e.EventTypes) == 0:
+		add("event_types", `at least one pattern is required ("*" for every type)`)
+	case len(e.EventTypes) > MaxEventTypes:
+		add("event_types", "%d patterns, at most %d", len(e.EventTypes), MaxEventTypes)
+	}
+	for i, p := range e.EventTypes {
+		if err := ValidatePattern(p); err != nil {
+			add(fmt.Sprintf("event_types[%d]", i), "%s", err.Error())
+		}
+	}
+
+	if len(e.TenantID) > MaxTenantLen {
+		add("tenantid", "longer than %d bytes", MaxTenantLen)
+	} else if !printable(e.TenantID) {
+		add("tenantid", "must be UTF-8 without spaces or control characters")
+	}
+
+	if math.IsNaN(e.RatePerSec) || e.RatePerSec <= 0 || e.RatePerSec > MaxRatePerSec {
+		add("rate_per_sec", "must be > 0 and <= %g requests per second, got %g", MaxRatePerSec, e.RatePerSec)
+	}
+	if e.MaxInFlight < 1 || e.MaxInFlight > MaxMaxInFlight {
+		add("max_in_flight", "must be 1 to %d, got %d", MaxMaxInFlight, e.MaxInFlight)
+	}
+	if e.Timeout <= 0 || e.Timeout > MaxTimeout {
+		add("timeout", "must be > 0 and <= %s, got %s", MaxTimeout, e.Timeout)
+	}
+	switch {
+	case e.ConnectTimeout <= 0:
+		add("connect_timeout", "must be > 0, got %s", e.ConnectTimeout)
+	case e.ConnectTimeout > e.Timeout && e.Timeout > 0:
+		add("connect_timeout", "%s is longer than timeout %s", e.ConnectTimeout, e.Timeout)
+	}
+
+	if !e.Status.Valid() {
+		add("status", "must be %q or %q, got %q", Active, Disabled, e.Status)
+	}
+	if len(e.DisabledReason) > MaxReasonLen {
+		add("disabled_reason", "longer than %d bytes", MaxReasonLen)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateID checks an endpoint ID: 1 to 128 of A-Z a-z 0-9 . _ -.
+func ValidateID(id string) error {
+	if id == "" {
+		return errors.New("required")
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("longer than %d bytes", MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("character %q not allowed (only A-Z a-z 0-9 . _ -)", c)
+		}
+	}
+	return nil
+}
+
+func validateURL(s string) error {
+	if s == "" {
+		return errors.New("required")
+	}
+	if len(s) > MaxURLLen {
+		return fmt.Errorf("longer than %d bytes", MaxURLLen)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return errors.New("contains spaces or control characters")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a URL: %v", errors.Unwrap(err))
+	}
+	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
+		return fmt.Errorf("scheme %q not allowed (only http and https)", u.Scheme)
+	}
+	if u.User != nil {
+		return errors.New("must not contain credentials (user information)")
+	}
+	if u.Opaque != "" || u.Hostname() == "" {
+		return errors.New("must have a host")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q out of range", port)
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return errors.New("empty port")
+	}
+	if u.Fragment != "" {
+		return errors.New("must not have a fragment")
+	}
+	if strings.HasPrefix(u.Host, "[") {
+		if net.ParseIP(u.Hostname()) == nil {
+			return fmt.Errorf("bad IPv6 literal %q", u.Host)
+		}
+	}
+	return nil
+}
+
+// ValidatePattern checks an event-type pattern: "*", an exact type, or a
+// prefix followed by a final "*"; at most 256 bytes, UTF-8 without spaces or
+// control characters.
+func ValidatePattern(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty pattern")
+	case len(p) > MaxEventTypeLen:
+		return fmt.Errorf("longer than %d bytes", MaxEventTypeLen)
+	case !printable(p):
+		return fmt.Errorf("pattern %q: must be UTF-8 without spaces or control characters", p)
+	case p == WildcardAll:
+		return nil
+	}
+	if i := strings.IndexByte(p, '*'); i >= 0 && i != len(p)-1 {
+		return fmt.Errorf("pattern %q: %q is only allowed as the last character", p, wildcardSuffix)
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+}
+
+// MatchesType reports whether one of patterns selects eventType (see
+// Endpoint.EventTypes). No patterns match nothing.
+func MatchesType(patterns []string, eventType string) bool {
+	for _, p := range patterns {
+		if p == WildcardAll || p == eventType {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(p, wildcardSuffix); ok && len(eventType) > len(prefix) && strings.HasPrefix(eventType, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Matches reports whether the endpoint's filter selects an event of
+// eventType and tenant (the event's tenantid extension, "" for none): the
+// tenants must be equal (so an event without a tenant goes only to
+// endpoints without one) and one of EventTypes must match. It ignores the
+// status; [View.Match] returns only active endpoints.
+func (e *Endpoint) Matches(eventType, tenant string) bool {
+	return e.TenantID == tenant && MatchesType(e.EventTypes, eventType)
+}
+
+// EffectiveStatus returns the status that governs delivery, and its reason:
+//
+//   - Disabled with DisabledReason (or "operator") when the operator's
+//     Status is Disabled;
+//   - Disabled with the pipeline's reason when PipelineStatus is Disabled and
+//     its ConfigVersion is at least Version, i.e. the pipeline decided on
+//     this very config write (or a later one) — so an operator write after
+//     the pipeline's verdict (a re-enable, a URL fix) wins, and a verdict
+//     reached on an older config never disables a newer one;
+//   - Active otherwise.
+//
+// Versions are Kafka offsets, so the rule does not depend on clocks.
+func (e *Endpoint) EffectiveStatus() (State, string) {
+	if e.Status == Disabled {
+		if e.DisabledReason != "" {
+			return Disabled, e.DisabledReason
+		}
+		return Disabled, ReasonOperator
+	}
+	if ps := e.PipelineStatus; ps != nil && ps.State == Disabled && ps.ConfigVersion >= e.Version {
+		return Disabled, ps.Reason
+	}
+	return Active, ""
+}
+
+// Active reports whether the effective status is Active.
+func (e *Endpoint) Active() bool {
+	s, _ := e.EffectiveStatus()
+	return s == Active
+}
+
+// ActiveSecrets returns the secrets that sign at now (no ExpiresAt, or
+// ExpiresAt after now), in configured order.
+func (e *Endpoint) ActiveSecrets(now time.Time) []Secret {
+	out := make([]Secret, 0, len(e.Secrets))
+	for _, s := range e.Secrets {
+		if s.Active(now) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy of e, safe to modify.
+func (e *Endpoint) Clone() *Endpoint {
+	c := *e
+	c.Secrets = make([]Secret, len(e.Secrets))
+	for i, s := range e.Secrets {
+		c.Secrets[i] = s
+		if s.ExpiresAt != nil {
+			t := *s.ExpiresAt
+			c.Secrets[i].ExpiresAt = &t
+		}
+	}
+	c.EventTypes = slices.Clone(e.EventTypes)
+	if e.PipelineStatus != nil {
+		ps := *e.PipelineStatus
+		c.PipelineStatus = &ps
+	}
+	return &c
+}
+
+// Masked returns a copy of e whose secrets are masked with [MaskSecret], for
+// list and get output. It cannot be written back: masked secrets do not
+// validate.
+func (e *Endpoint) Masked() *Endpoint {
+	c := e.Clone()
+	for i := range c.Secrets {
+		c.Secrets[i].Value = MaskSecret(c.Secrets[i].Value)
+	}
+	return c
+}
+
+// MaskSecret shows enough of a secret to tell secrets apart without
+// revealing them: "whsec_" and the first 4 characters of the key's base64,
+// then "…" (e.g. "whsec_MfKQ…"). Anything else becomes "…".
+func MaskSecret(s string) string {
+	rest, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok || len(rest) < maskedSecretChars {
+		return "…"
+	}
+	return SecretPrefix + rest[:maskedSecretChars] + "…"
+}
+
+// ParseSecret decodes a "whsec_" secret into its key: the part after the
+// prefix must be standard base64 with padding (what Standard Webhooks
+// verifiers decode) of 24 to 64 bytes. The error never repeats the secret.
+func ParseSecret(s string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(s, SecretPrefix)
+	if !ok {
+		return nil, fmt.Errorf("must start with %q", SecretPrefix)
+	}
+	key, err := base64.StdEncoding.Strict().DecodeString(rest)
+	if err != nil {
+		return nil, fmt.Errorf("the part after %q is not standard base64 with padding", SecretPrefix)
+	}
+	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
+		return nil, fmt.Errorf("key is %d bytes, must be %d to %d", len(key), MinSecretBytes, MaxSecretBytes)
+	}
+	return key, nil
+}
+
+// NewSecret returns a new "whsec_" secret of 32 random bytes (crypto/rand).
+func NewSecret() string {
+	key := make([]byte, NewSecretBytes)
+	_, _ = rand.Read(key) // never fails (crypto/rand, Go 1.24+)
+	return SecretPrefix + base64.StdEncoding.EncodeToString(key)
+}
+
+// endpointJSON is the stored form of an Endpoint.
+type endpointJSON struct {
+	ID             string    `json:"id"`
+	URL            string    `json:"url"`
+	Secrets        []Secret  `json:"secrets"`
+	EventTypes     []string  `json:"event_types"`
+	TenantID       string    `json:"tenantid,omitempty"`
+	RatePerSec     float64   `json:"rate_per_sec,omitempty"`
+	MaxInFlight    int       `json:"max_in_flight,omitempty"`
+	Timeout        string    `json:"timeout,omitempty"`
+	ConnectTimeout string    `json:"connect_timeout,omitempty"`
+	Status         State     `json:"status,omitempty"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// MarshalJSON encodes the stored form (see the package documentation);
+// Version and PipelineStatus are not part of it.
+func (e Endpoint) MarshalJSON() ([]byte, error) {
+	j := endpointJSON{
+		ID: e.ID, URL: e.URL, Secrets: e.Secrets, EventTypes: e.EventTypes, TenantID: e.TenantID,
+		RatePerSec: e.RatePerSec, MaxInFlight: e.MaxInFlight,
+		Status: e.Status, DisabledReason: e.DisabledReason,
+		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
+	}
+	if e.Timeout != 0 {
+		j.Timeout = e.Timeout.String()
+	}
+	if e.ConnectTimeout != 0 {
+		j.ConnectTimeout = e.ConnectTimeout.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes the stored form. Unknown members are ignored (a
+// newer writer may add some); durations are Go duration strings ("10s").
+// It does not apply defaults or validate.
+func (e *Endpoint) UnmarshalJSON(b []byte) error {
+	var j endpointJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Endpoint{
+		ID: j.ID, URL: j.URL, Secrets: j.Secrets, EventTypes: j.EventTypes, TenantID: j.TenantID,
+		RatePerSec: j.RatePerSec, MaxInFlight: j.MaxInFlight,
+		Status: j.Status, DisabledReason: j.DisabledReason,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+	}
+	var err error
+	if j.Timeout != "" {
+		if e.Timeout, err = time.ParseDuration(j.Timeout); err != nil {
+			return &FieldError{Field: "timeout", Problem: fmt.Sprintf("not a duration: %q", j.Timeout)}
+		}
+	}
+	if j.ConnectTimeout != "" {
+		if e.ConnectTimeout, err = time.ParseDuration(j.ConnectTimeout); err != nil {
+			return &FieldError{Field: "connect_timeout", Problem: fmt.Sprintf("not a duration: %q", j.ConnectTimeout)}
+		}
+	}
+	return nil
+}

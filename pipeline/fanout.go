@@ -1,0 +1,229 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/events"
+	"github.com/hookrelay/hookrelay/pipeline/webhook"
+	"github.com/hookrelay/hookrelay/retrytiers"
+)
+
+// Matcher returns the active endpoints subscribed to an event type for a
+// tenant ("" for events without one). The endpoints view implements it; it
+// must be safe for concurrent use.
+type Matcher interface {
+	Match(eventType, tenant string) []*endpoints.Endpoint
+}
+
+// FanoutOptions configures a [Fanout].
+type FanoutOptions struct {
+	// ClientOpts are the franz-go options for brokers, TLS and SASL. Required.
+	ClientOpts []kgo.Opt
+	// Topics names every topic. Required.
+	Topics Topics
+	// Group is the fan-out consumer group. Optional. Default "hookrelay-fanout".
+	Group string
+	// TransactionalID of this process's fan-out producer: stable per
+	// instance, unique among live ones. Required.
+	TransactionalID string
+	// Endpoints matches events to endpoints. Required.
+	Endpoints Matcher
+	// MaxEventBytes is the largest record accepted on the events topic.
+	// Optional. Default events.DefaultMaxBytes (256 KiB).
+	MaxEventBytes int
+	// Meter. Optional. Default no-op.
+	Meter metric.Meter
+	// Logger. Optional. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Fanout consumes the events topic and produces one delivery record per
+// (event, matching active endpoint) to the deliveries topic, keyed by
+// endpoint ID. Each poll's records are produced and their offsets committed
+// in one Kafka transaction, so a crash neither loses nor forks a delivery;
+// a record that is not a valid CloudEvent goes to events.invalid with its
+// reason in the same transaction.
+type Fanout struct {
+	o    FanoutOptions
+	m    *metrics
+	sess *kgo.GroupTransactSession
+}
+
+// NewFanout validates o and connects.
+func NewFanout(o FanoutOptions) (*Fanout, error) {
+	switch {
+	case len(o.ClientOpts) == 0:
+		return nil, errors.New("pipeline: FanoutOptions.ClientOpts is required")
+	case o.Topics.Events == "":
+		return nil, errors.New("pipeline: FanoutOptions.Topics is required")
+	case o.TransactionalID == "":
+		return nil, errors.New("pipeline: FanoutOptions.TransactionalID is required")
+	case o.Endpoints == nil:
+		return nil, errors.New("pipeline: FanoutOptions.Endpoints is required")
+	case o.MaxEventBytes < 0:
+		return nil, fmt.Errorf("pipeline: FanoutOptions.MaxEventBytes must be >= 0, got %d", o.MaxEventBytes)
+	}
+	if o.Group == "" {
+		o.Group = "hookrelay-fanout"
+	}
+	if o.MaxEventBytes == 0 {
+		o.MaxEventBytes = events.DefaultMaxBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(o.Group),
+		kgo.ConsumeTopics(o.Topics.Events),
+		kgo.TransactionalID(o.TransactionalID),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.FetchMaxWait(250 * time.Millisecond),
+	}, o.ClientOpts...)
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: fan-out client: %w", err)
+	}
+	return &Fanout{o: o, m: newMetrics(o.Meter), sess: sess}, nil
+}
+
+// Run fans out until ctx ends. The caller starts it only once the endpoints
+// view has caught up, so an endpoint written before an event always gets it.
+// It returns nil when ctx ends, or the error that stopped it.
+func (f *Fanout) Run(ctx context.Context) error {
+	defer f.sess.Close()
+	for {
+		fs := f.sess.PollRecords(ctx, 2000)
+		if ctx.Err() != nil || fs.IsClientClosed() {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			f.o.Logger.Warn("fanout: fetch error", "topic", t, "partition", p, "err", err)
+		})
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		var out []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) { out = f.expand(ctx, r, out) })
+		if err := f.commit(ctx, out); err != nil {
+			return err
+		}
+	}
+}
+
+// commit produces out and commits the polled offsets in one transaction.
+// An aborted transaction rewinds the client, so the same records are
+// expanded again on the next poll.
+func (f *Fanout) commit(ctx context.Context, out []*kgo.Record) error {
+	if err := f.sess.Begin(); err != nil {
+		return fmt.Errorf("pipeline: fan-out begin transaction: %w", err)
+	}
+	try := kgo.TryCommit
+	for _, r := range out {
+		f.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				f.o.Logger.Warn("fanout: produce failed; the transaction will abort", "topic", r.Topic, "err", err)
+			}
+		})
+	}
+	if err := f.sess.Client().Flush(ctx); err != nil {
+		try = kgo.TryAbort
+	}
+	committed, err := f.sess.End(ctx, try)
+	if err != nil {
+		return fmt.Errorf("pipeline: fan-out end transaction: %w", err)
+	}
+	if !committed {
+		f.m.txnAborts.Add(ctx, 1, metric.WithAttributes(attrStage("fanout")))
+		f.o.Logger.Warn("fanout: transaction aborted; its events are read again", "records", len(out))
+	}
+	return nil
+}
+
+// expand appends the records one event produces: a delivery per matching
+// endpoint, or one events.invalid record.
+func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) []*kgo.Record {
+	ev, err := events.Decode(r, f.o.MaxEventBytes)
+	var body []byte
+	if err == nil {
+		body, err = f.body(&ev, r)
+	}
+	if err != nil {
+		f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "invalid")))
+		f.o.Logger.Info("fanout: invalid event", "partition", r.Partition, "offset", r.Offset, "err", err)
+		return append(out, events.InvalidRecord(r, f.o.Topics.Invalid, err))
+	}
+	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
+	tenant := events.Tenant(ev)
+	eps := f.o.Endpoints.Match(ev.Type(), tenant)
+	if len(eps) == 0 {
+		f.m.unmatched.Add(ctx, 1)
+		return out
+	}
+	eventTime := ev.Time()
+	if eventTime.IsZero() {
+		eventTime = r.Timestamp
+	}
+	tp, ts := events.Trace(ev)
+	m := retrytiers.Meta{
+		WebhookID:   webhook.WebhookID(ev.Source(), ev.ID()),
+		EventID:     ev.ID(),
+		EventSource: ev.Source(),
+		EventType:   ev.Type(),
+		Tenant:      tenant,
+		EventTime:   eventTime,
+		Attempt:     1,
+		TraceParent: tp,
+		TraceState:  ts,
+	}
+	for _, ep := range eps {
+		m.EndpointID = ep.ID
+		m.DeliveryID = DeliveryID(m.WebhookID, ep.ID)
+		out = append(out, &kgo.Record{
+			Topic:   f.o.Topics.Deliveries,
+			Key:     []byte(ep.ID),
+			Value:   body,
+			Headers: m.Headers(),
+		})
+	}
+	f.m.fannedOut.Add(ctx, int64(len(eps)))
+	return out
+}
+
+// body builds the Standard Webhooks body once per event; every endpoint and
+// every attempt gets these exact bytes.
+func (f *Fanout) body(ev *event.Event, r *kgo.Record) ([]byte, error) {
+	data, err := events.DataJSON(*ev)
+	if err != nil {
+		return nil, err
+	}
+	ts := ev.Time()
+	if ts.IsZero() {
+		ts = r.Timestamp
+	}
+	return webhook.Body(ev.Type(), ts, data)
+}
+
+// DeliveryID is the ID of the delivery of one event to one endpoint: 32 hex
+// characters of SHA-256 over the webhook-id and the endpoint ID, so a
+// duplicate produced after a crash has the same ID.
+func DeliveryID(webhookID, endpointID string) string {
+	h := sha256.New()
+	h.Write([]byte(webhookID))
+	h.Write([]byte{0})
+	h.Write([]byte(endpointID))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}

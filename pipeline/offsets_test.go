@@ -1,0 +1,127 @@
+package pipeline
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestOffsetTrackerCommitsLowestUnfinished(t *testing.T) {
+	tr := newOffsetTracker(10)
+	if c, above := tr.committable(); c != 10 || above != nil {
+		t.Fatalf("empty: committable = %d, %v; want 10, none", c, above)
+	}
+	for _, o := range []int64{10, 11, 12, 15, 16} { // 13, 14: a gap (aborted txn records)
+		if !tr.add(o) {
+			t.Fatalf("add(%d) refused", o)
+		}
+	}
+	tr.done(11)
+	tr.done(15)
+	if c, above := tr.committable(); c != 10 || !reflect.DeepEqual(above, []int64{11, 15}) {
+		t.Fatalf("committable = %d, %v; want 10, [11 15]", c, above)
+	}
+	tr.done(10)
+	if c, above := tr.committable(); c != 12 || !reflect.DeepEqual(above, []int64{15}) {
+		t.Fatalf("committable = %d, %v; want 12, [15]", c, above)
+	}
+	if tr.done(15) {
+		t.Fatal("done(15) twice reported pending")
+	}
+	tr.done(12)
+	tr.done(16)
+	if c, above := tr.committable(); c != 17 || above != nil {
+		t.Fatalf("all done: committable = %d, %v; want 17, none", c, above)
+	}
+	if tr.add(16) {
+		t.Fatal("add(16) after 16 accepted a re-fetched offset")
+	}
+	if tr.pending() != 0 {
+		t.Fatalf("pending = %d", tr.pending())
+	}
+}
+
+func TestOffsetTrackerCompacts(t *testing.T) {
+	tr := newOffsetTracker(0)
+	for o := int64(0); o < 5000; o++ {
+		tr.add(o)
+		tr.done(o)
+		if o%100 == 0 {
+			tr.committable()
+		}
+	}
+	tr.add(5000)
+	if c, _ := tr.committable(); c != 5000 {
+		t.Fatalf("committable = %d; want 5000", c)
+	}
+	if len(tr.entries) > 2048 {
+		t.Fatalf("entries not compacted: %d", len(tr.entries))
+	}
+}
+
+func TestDoneAboveRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		commit int64
+		above  []int64
+	}{
+		{100, nil},
+		{100, []int64{101}},
+		{100, []int64{101, 102, 103, 200, 201, 1 << 40}},
+		{0, []int64{5, 7, 9, 11}},
+	} {
+		meta := encodeDoneAbove(tc.commit, tc.above)
+		got, err := decodeDoneAbove(tc.commit, meta)
+		if err != nil {
+			t.Fatalf("decode(%q): %v", meta, err)
+		}
+		var flat []int64
+		for _, r := range got {
+			for o := r.from; o < r.to; o++ {
+				flat = append(flat, o)
+			}
+		}
+		if !reflect.DeepEqual(flat, tc.above) {
+			t.Fatalf("round trip of %v via %q = %v", tc.above, meta, flat)
+		}
+	}
+}
+
+func TestDoneAboveBounded(t *testing.T) {
+	var above []int64
+	for o := int64(1); o < 100000; o += 2 { // worst case: no runs
+		above = append(above, o)
+	}
+	meta := encodeDoneAbove(0, above)
+	if len(meta) > maxCommitMetadata {
+		t.Fatalf("metadata is %d bytes; cap %d", len(meta), maxCommitMetadata)
+	}
+	got, err := decodeDoneAbove(0, meta)
+	if err != nil || len(got) == 0 || got[0].from != 1 {
+		t.Fatalf("decode = %v, %v; want the lowest runs kept", got, err)
+	}
+}
+
+func TestDecodeForeignMetadata(t *testing.T) {
+	if r, err := decodeDoneAbove(5, "member-abc"); r != nil || err != nil {
+		t.Fatalf("foreign metadata = %v, %v; want ignored", r, err)
+	}
+	if _, err := decodeDoneAbove(5, "hr1:!!!"); err == nil {
+		t.Fatal("bad base64 accepted")
+	}
+	if _, err := decodeDoneAbove(5, "hr1:"+strings.Repeat("_", 3)); err == nil {
+		t.Fatal("truncated varints accepted")
+	}
+}
+
+func TestSkipSet(t *testing.T) {
+	s := skipSet{ranges: []offsetRange{{3, 5}, {9, 10}}}
+	var got []int64
+	for o := int64(0); o < 12; o++ {
+		if s.has(o) {
+			got = append(got, o)
+		}
+	}
+	if !reflect.DeepEqual(got, []int64{3, 4, 9}) {
+		t.Fatalf("skipped %v; want [3 4 9]", got)
+	}
+}

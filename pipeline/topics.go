@@ -1,0 +1,130 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// DefaultTopicPrefix prefixes every topic name unless configured otherwise.
+const DefaultTopicPrefix = "hookrelay."
+
+// Topics names every topic hookrelay uses. Build it with [NewTopics].
+type Topics struct {
+	Prefix         string // e.g. "hookrelay."
+	Events         string // <prefix>events: CloudEvents from upstream
+	Invalid        string // <prefix>events.invalid: records that are not valid CloudEvents
+	Endpoints      string // <prefix>endpoints: endpoint config, compacted
+	EndpointStatus string // <prefix>endpoint-status: status set by the pipeline, compacted
+	Deliveries     string // <prefix>deliveries: one record per (event, endpoint), keyed by endpoint ID
+	DLQ            string // <prefix>dlq: deliveries that ended without success
+	Attempts       string // <prefix>attempts: audit.Attempt per attempt, for the audit sink
+}
+
+// NewTopics returns the topic names under prefix ("" means
+// DefaultTopicPrefix).
+func NewTopics(prefix string) Topics {
+	if prefix == "" {
+		prefix = DefaultTopicPrefix
+	}
+	return Topics{
+		Prefix:         prefix,
+		Events:         prefix + "events",
+		Invalid:        prefix + "events.invalid",
+		Endpoints:      prefix + "endpoints",
+		EndpointStatus: prefix + "endpoint-status",
+		Deliveries:     prefix + "deliveries",
+		DLQ:            prefix + "dlq",
+		Attempts:       prefix + "attempts",
+	}
+}
+
+// TopicLayout is how topics are created when missing.
+type TopicLayout struct {
+	// Partitions of the events and deliveries topics. Default 12. The
+	// deliveries topic's count may never change: it would move endpoints
+	// between partitions (and their pacing between consumers).
+	Partitions int32
+	// ReplicationFactor of every topic. Default -1 (the broker's default).
+	ReplicationFactor int16
+	// MinInsyncReplicas, set on every topic when > 0. Default 0 (the
+	// broker's default; set 2 with a replication factor of 3 in production).
+	MinInsyncReplicas int
+	// TierTopics are the delay-tier topic names (see retrytiers).
+	TierTopics []string
+}
+
+func ptr(s string) *string { return &s }
+
+// EnsureTopics creates the missing topics of t with layout l and verifies the
+// existing deliveries topic has exactly l.Partitions partitions. It fails,
+// naming the topic, on any creation error other than "already exists", and
+// refuses a deliveries topic with a different partition count.
+//
+// Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
+// events.invalid 30 days; endpoints and endpoint-status are compacted.
+// Tier topics use LogAppendTime so a tier is FIFO in due time.
+func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout) error {
+	if l.Partitions <= 0 {
+		l.Partitions = 12
+	}
+	if l.ReplicationFactor == 0 {
+		l.ReplicationFactor = -1
+	}
+	week, month := "604800000", "2592000000"
+	type spec struct {
+		name       string
+		partitions int32
+		cfg        map[string]*string
+	}
+	base := func(extra map[string]*string) map[string]*string {
+		c := map[string]*string{}
+		if l.MinInsyncReplicas > 0 {
+			c["min.insync.replicas"] = ptr(fmt.Sprint(l.MinInsyncReplicas))
+		}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return c
+	}
+	specs := []spec{
+		{t.Events, l.Partitions, base(map[string]*string{"retention.ms": &week})},
+		{t.Invalid, 3, base(map[string]*string{"retention.ms": &month})},
+		{t.Endpoints, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
+		{t.EndpointStatus, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
+		{t.Deliveries, l.Partitions, base(map[string]*string{"retention.ms": &week})},
+		{t.DLQ, l.Partitions, base(map[string]*string{"retention.ms": &month})},
+		{t.Attempts, l.Partitions, base(map[string]*string{"retention.ms": &week})},
+	}
+	for _, tt := range l.TierTopics {
+		specs = append(specs, spec{tt, l.Partitions, base(map[string]*string{
+			"retention.ms": &week, "message.timestamp.type": ptr("LogAppendTime"),
+		})})
+	}
+	var errs []error
+	for _, s := range specs {
+		resp, err := adm.CreateTopic(ctx, s.partitions, l.ReplicationFactor, s.cfg, s.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+			errs = append(errs, fmt.Errorf("create topic %s: %w", s.name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	md, err := adm.ListTopics(ctx, t.Deliveries)
+	if err != nil {
+		return fmt.Errorf("describe topic %s: %w", t.Deliveries, err)
+	}
+	if td, ok := md[t.Deliveries]; ok {
+		if n := int32(len(td.Partitions)); n != l.Partitions {
+			return fmt.Errorf("topic %s has %d partitions but %d are configured: changing it would move endpoints between partitions; set the partition count to %d", t.Deliveries, n, l.Partitions, n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ErrInvalidJSONData is returned by DataJSON when data with a JSON content
+// type is not valid JSON, and (wrapped) by Body for invalid data.
+var ErrInvalidJSONData = errors.New("webhook: event data is not valid JSON")
+
+// BodyTimestampFormat is the layout of the body's "timestamp": RFC 3339 in
+// UTC with as many fractional-second digits as the time has (none for whole
+// seconds), e.g. "2022-11-03T20:26:10.344522Z" (spec "Payload structure").
+const BodyTimestampFormat = time.RFC3339Nano
+
+// Body returns the webhook request body
+//
+//	{"type":<eventType>,"timestamp":<timestamp>,"data":<data>}
+//
+// compact, without HTML escaping, with the timestamp in [BodyTimestampFormat]
+// (spec "Payload structure"; timestamp is when the event occurred: the
+// CloudEvent's time, else its record's timestamp). data must be valid JSON
+// (see [DataJSON]); it is compacted; nil or empty data becomes null.
+//
+// Body is deterministic: equal arguments give equal bytes. The bytes are the
+// delivery record's value and are signed and sent as they are. It fails on an
+// empty eventType, a zero timestamp, or invalid data (wrapping
+// [ErrInvalidJSONData]).
+func Body(eventType string, timestamp time.Time, data json.RawMessage) ([]byte, error) {
+	if eventType == "" {
+		return nil, errors.New("webhook: body: empty event type")
+	}
+	if timestamp.IsZero() {
+		return nil, errors.New("webhook: body: zero timestamp")
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(eventType) + len(data) + 64)
+	buf.WriteString(`{"type":`)
+	if err := appendString(&buf, eventType); err != nil {
+		return nil, fmt.Errorf("webhook: body: %w", err)
+	}
+	buf.WriteString(`,"timestamp":"`)
+	buf.Write(timestamp.UTC().AppendFormat(buf.AvailableBuffer(), BodyTimestampFormat))
+	buf.WriteString(`","data":`)
+	if len(data) == 0 {
+		buf.WriteString("null")
+	} else if err := json.Compact(&buf, data); err != nil { // validates as it goes; does not HTML-escape
+		return nil, fmt.Errorf("webhook: body: %w: %v", ErrInvalidJSONData, err)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// DataJSON converts a CloudEvent's data and datacontenttype to the JSON value
+// of the body's "data" member, by the rules in the package documentation:
+// nothing → null; JSON content type (or none, with valid JSON) → inline;
+// other valid UTF-8 → JSON string; anything else → base64 JSON string.
+//
+// It fails with [ErrInvalidJSONData] only when a JSON content type is
+// declared and data is not valid JSON. The result is not compacted; [Body]
+// does that.
+func DataJSON(contentType string, data []byte) (json.RawMessage, error) {
+	if len(data) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	switch {
+	case isJSONMediaType(contentType):
+		if !json.Valid(data) {
+			return nil, ErrInvalidJSONData
+		}
+		return json.RawMessage(data), nil
+	case strings.TrimSpace(contentType) == "" && json.Valid(data):
+		return json.RawMessage(data), nil
+	case utf8.Valid(data):
+		return marshalString(string(data))
+	default:
+		return marshalString(base64.StdEncoding.EncodeToString(data))
+	}
+}
+
+// isJSONMediaType reports whether ct names JSON: application/json,
+// text/json, or a "+json" structured-syntax suffix (RFC 6839).
+func isJSONMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		mt, _, _ = strings.Cut(ct, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+	}
+	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
+}
+
+// marshalString encodes s as a JSON string without HTML escaping.
+func marshalString(s string) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if err := appendString(&buf, s); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// appendString writes s to buf as a JSON string without HTML escaping
+// (invalid UTF-8 becomes U+FFFD, as encoding/json does).
+func appendString(buf *bytes.Buffer, s string) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	buf.Truncate(buf.Len() - 1) // Encode's trailing newline
+	return nil
+}

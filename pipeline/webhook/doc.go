@@ -1,0 +1,63 @@
+// Package webhook is hookrelay's HTTP edge: the Standard Webhooks body and
+// signature, the HTTP sender with its SSRF guard, and the one function that
+// turns an attempt's result into an audit outcome.
+//
+// It imports audit (for [audit.Outcome]) and nothing of the pipeline; the
+// dispatcher composes the three parts below.
+//
+// # Standard Webhooks (https://www.standardwebhooks.com, spec 1.0.0)
+//
+// [WebhookID] derives the webhook-id header from the CloudEvent's source and
+// id, so it is the same on every attempt, on any crash duplicate and for every
+// endpoint ("Webhook metadata": the id is the consumer's idempotency key), and
+// contains no '.' ("Signature scheme": the id must not contain a full stop).
+//
+// [Body] builds the request body {"type","timestamp","data"} ("Payload
+// structure"), compact, and it is sent byte for byte as built: a delivery
+// record's value is these bytes, and [Sign] signs exactly them.
+//
+// [Sign] produces the webhook-signature header: one "v1,<base64 HMAC-SHA256
+// of id.timestamp.body>" entry per secret, space-separated ("Signature
+// scheme", "Webhook headers"), so secret rotation with an overlap period works.
+// [Verify] is the receiving side, used by tests and receivers.
+//
+// [Secret] is a whsec_-prefixed, base64-encoded symmetric key of 24 to 64
+// bytes ("Signature scheme" table: at least 192 bits, at most 512).
+//
+// # CloudEvent data in the body
+//
+// The "data" member is built from the CloudEvent's data and datacontenttype
+// by [DataJSON], by these rules, in order:
+//
+//  1. No data (nil or empty): JSON null.
+//  2. A JSON content type (application/json, text/json, or any "+json"
+//     suffix such as application/cloudevents+json), or no content type at
+//     all and data that is valid JSON (the CloudEvents JSON format's
+//     default): the JSON value inline, compacted. Data that claims a JSON
+//     content type but is not valid JSON is an error ([ErrInvalidJSONData]),
+//     for the caller to treat as an invalid event.
+//  3. Any other content type (text/plain, application/xml, …) whose bytes are
+//     valid UTF-8: a JSON string holding the text.
+//  4. Otherwise (bytes that are not valid UTF-8, e.g. application/octet-stream
+//     or image/png): a JSON string holding the standard base64 encoding
+//     (RFC 4648 §4, with padding) of the bytes.
+//
+// A receiver that needs to tell rule 3 from rule 4 knows it from the event
+// type's documented content type; the body does not carry it.
+//
+// # HTTP sender
+//
+// [Sender] posts one signed request per [Sender.Send] with its own
+// [http.Client] (never [http.DefaultClient]), never follows redirects (a 3xx
+// is a result), reads at most [audit.MaxResponseBody] bytes of the response
+// and checks every address it dials against the SSRF guard after DNS
+// resolution, so DNS rebinding cannot slip through. A non-2xx answer is a
+// result, not an error.
+//
+// # Classification
+//
+// [Classify] is the one pure function that maps a [Result] to an
+// [audit.Outcome], an error class and the endpoint-wide pause of a 429,
+// following the delivery policy table of the seed "Webhook Delivery
+// Throttling and Retries" and the spec's "Delivery success and failure".
+package webhook
