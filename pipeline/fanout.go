@@ -27,6 +27,14 @@ type Matcher interface {
 	Match(eventType, tenant string) []*endpoints.Endpoint
 }
 
+// Syncer is implemented by a Matcher that can wait until it has applied
+// every endpoint write acknowledged before the call (the endpoints view).
+// Fan-out calls it once per polled batch, so an endpoint written before an
+// event was produced always receives that event.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
 // FanoutOptions configures a [Fanout].
 type FanoutOptions struct {
 	// ClientOpts are the franz-go options for brokers, TLS and SASL. Required.
@@ -115,6 +123,16 @@ func (f *Fanout) Run(ctx context.Context) error {
 		})
 		if fs.NumRecords() == 0 {
 			continue
+		}
+		if sy, ok := f.o.Endpoints.(Syncer); ok {
+			// An endpoint acknowledged before these events were produced
+			// must be in the view before they are matched.
+			if err := sy.Sync(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				f.o.Logger.Warn("fanout: endpoints view sync failed; matching against the view as it is", "err", err)
+			}
 		}
 		var out []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) { out = f.expand(ctx, r, out) })

@@ -83,8 +83,10 @@ type RelayOptions struct {
 	Meter metric.Meter
 	// Logger receives the relay's logs. Optional; nil discards them.
 	Logger *slog.Logger
-	// Now is the relay's clock, compared with record append times. Optional;
-	// nil means time.Now. Tests pass a shifted clock to make long tiers due.
+	// Now is the relay's clock: it is compared with record append times and
+	// stamps the records the relay produces (as CreateTime; tier topics
+	// replace it with their append time). Optional; nil means time.Now.
+	// Tests pass a shifted clock to make long tiers due.
 	Now func() time.Time
 }
 
@@ -121,7 +123,11 @@ type RelayOptions struct {
 // Prefetch plus one fetch response. One timer, the deadline of the poll,
 // serves every partition through a heap of their next ready times. A
 // partition newly assigned (after a rebalance or restart) starts with no
-// state and is evaluated afresh from its committed offset.
+// state and is evaluated afresh from its committed offset. A rebalance that
+// revokes partitions from this member makes its next transaction abort
+// (franz-go's session aborts after any revoke), so the member re-reads its
+// buffers once per such rebalance; while the group rebalances, due records
+// wait for it.
 //
 // Readiness is judged by the relay's clock against the broker's append
 // time, so the two must agree (NTP); a tier topic with CreateTime instead of

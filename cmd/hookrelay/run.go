@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -124,7 +126,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			attemptsClient.Close()
 		}()
 		dispatcher, err = pipeline.NewDispatcher(pipeline.DispatcherOptions{
-			ClientOpts:      kopts,
+			ClientOpts:      append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"dispatch-"+cfg.InstanceID)),
 			Topics:          topics,
 			Group:           topics.Prefix + "dispatch",
 			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
@@ -145,7 +147,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var fanout *pipeline.Fanout
 	if cfg.Roles["fanout"] {
 		fanout, err = pipeline.NewFanout(pipeline.FanoutOptions{
-			ClientOpts:      kopts,
+			ClientOpts:      append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"fanout-"+cfg.InstanceID)),
 			Topics:          topics,
 			Group:           topics.Prefix + "fanout",
 			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
@@ -162,7 +164,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var relay *retrytiers.Relay
 	if cfg.Roles["retry"] {
 		relay, err = retrytiers.NewRelay(retrytiers.RelayOptions{
-			Kgo:             kopts,
+			Kgo:             append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"retry-"+cfg.InstanceID)),
 			Group:           topics.Prefix + "retry-relay",
 			Tiers:           policy.Tiers(),
 			TargetTopic:     topics.Deliveries,
@@ -180,7 +182,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if cfg.Roles["audit"] {
 		sink, err = audit.NewSink(audit.SinkOptions{
 			Brokers:      cfg.Brokers,
-			KafkaOptions: kopts[1:], // TLS and SASL; the seeds are Brokers
+			KafkaOptions: append(slices.Clip(kopts[1:]), kgo.InstanceID(topics.Prefix+"audit-"+cfg.InstanceID)), // TLS, SASL; the seeds are Brokers
 			Group:        topics.Prefix + "audit",
 			Topic:        topics.Attempts,
 			Store:        store,
@@ -248,11 +250,17 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	return err
 }
 
-// opsHandler serves /metrics, /healthz (the process is up) and /readyz
-// (the endpoints view has caught up and the dispatcher has joined its group).
+// opsHandler serves /metrics, /healthz (the process is up), /readyz (the
+// endpoints view has caught up and the dispatcher has joined its group) and
+// /debug/pprof/.
 func opsHandler(ready *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
+	// Profiles for operators; the ops address defaults to loopback.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
