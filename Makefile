@@ -3,9 +3,11 @@
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
-.DEFAULT_GOAL := test
+.DEFAULT_GOAL := help
 
 STACK := deploy/local
+# State folder of the local stack; the same variable overrides it in deploy/local/env.sh.
+STATE := $(or $(HOOKRELAY_STACK_DIR),.local)
 # Ports of the local stack; the same variables override them in deploy/local/env.sh.
 KAFKA_PORT := $(or $(HOOKRELAY_KAFKA_PORT),9092)
 CLICKHOUSE_PORT := $(or $(HOOKRELAY_CLICKHOUSE_PORT),9000)
@@ -15,7 +17,11 @@ TEST_ENV := HOOKRELAY_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 # Two packages at a time on a 2-core machine; override with GOTEST_FLAGS=...
 GOTEST_FLAGS ?= -p 2 -timeout 20m
 
-.PHONY: deps up down status build test demo bench lint clean reset
+.PHONY: help deps up down status build test demo bench lint clean reset
+
+## help: list the targets
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
 ## deps: install what is missing: Debian packages, Kafka jars, Go modules, npm packages
 deps:
@@ -30,35 +36,40 @@ up:
 down:
 	$(STACK)/down.sh
 
+## status: show whether Kafka and ClickHouse are up
 status:
 	$(STACK)/status.sh
 
+## build: build bin/hookrelay
 build:
 	go build -o bin/hookrelay ./cmd/hookrelay
 
-## test: unit, integration and e2e tests against the local stack, which it starts;
-## fails if the e2e packages ran no test or skipped one
+## test: unit, integration and e2e tests against the local stack, which it starts
+##       (fails if the e2e packages ran no test or skipped one)
 test: deps up
 	$(TEST_ENV) go test -count=1 $(GOTEST_FLAGS) -json ./... \
 		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e
 
-## demo: (filled in by the delivery-path issue) for now starts the stack and shows its status
-demo: up
-	$(STACK)/status.sh
+## demo: the main job on real input: stack, hookrelay, 3 verifying receivers, every @octokit/webhooks-examples payload
+demo: deps up build
+	go build -o bin/hookrelay-demo ./cmd/hookrelay-demo
+	bin/hookrelay-demo $(DEMO_FLAGS)
 
 ## bench: (filled in by the benchmark issue)
 bench:
 	@echo "bench: not written yet (benchmark issue)"
 
+## lint: gofmt and go vet
 lint:
 	@out=$$(gofmt -l $$(go list -f '{{.Dir}}' ./...)); \
 	if [[ -n $$out ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
 
+## clean: remove bin/
 clean:
 	rm -rf bin
 
 ## reset: stop the stack and wipe its data and logs (keeps the downloaded jars)
 reset: down
-	rm -rf .local/kafka/data .local/kafka/server.properties .local/kafka/cluster-id \
-		.local/clickhouse .local/logs .local/pids
+	rm -rf $(STATE)/kafka/data $(STATE)/kafka/server.properties $(STATE)/kafka/cluster-id \
+		$(STATE)/clickhouse $(STATE)/logs $(STATE)/pids

@@ -49,14 +49,16 @@ type ClickHouseOptions struct {
 // done. Safe for concurrent use.
 //
 // Schema (audit/migrations): a ReplacingMergeTree partitioned by UTC day and
-// ordered by (endpoint_id, attempted_at, attempted_ms, attempt_id). Reads use
-// FINAL, so a row inserted twice (a retried batch) reads once at once, before
-// any background merge. This relies on an attempt being immutable: a second
-// insert of one AttemptID with a different EndpointID or AttemptedAt would
-// not collapse.
+// ordered by (endpoint_id, attempted_at, attempted_ms, attempt_id). Reads
+// collapse duplicates themselves (FINAL, or LIMIT 1 BY attempt_id), so a row
+// inserted twice (a retried batch) reads once at once, before any background
+// merge. This relies on an attempt being immutable: a second insert of one
+// AttemptID with a different EndpointID or AttemptedAt would not collapse.
+// Retention is by day partition: DropPartitionsBefore.
 type ClickHouse struct {
 	conn driver.Conn
 	db   string
+	now  func() time.Time // anchors Log's first windows; time.Now
 }
 
 var _ Store = (*ClickHouse)(nil)
@@ -110,7 +112,7 @@ func NewClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, er
 		conn.Close()
 		return nil, fmt.Errorf("audit: ping ClickHouse %v: %w", co.Addr, err)
 	}
-	return &ClickHouse{conn: conn, db: db}, nil
+	return &ClickHouse{conn: conn, db: db, now: time.Now}, nil
 }
 
 // Database returns the name of the database holding the tables.
@@ -141,13 +143,14 @@ func (c *ClickHouse) Insert(ctx context.Context, attempts []Attempt) error {
 		return err
 	}
 	n := len(attempts)
-	var (
-		attemptID, deliveryID, eventID, webhookID, eventType, tenant, endpointID, urlHost = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		outcome, errorClass, errorMessage, responseBody                                   = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		attemptNumber, attemptedMs, httpStatus, nextMs                                    = make([]uint16, n), make([]uint16, n), make([]uint16, n), make([]uint16, n)
-		attemptedAt, nextAt                                                               = make([]int64, n), make([]int64, n)
-		latency                                                                           = make([]uint32, n)
-	)
+	strs := func() []string { return make([]string, n) }
+	u16s := func() []uint16 { return make([]uint16, n) }
+	attemptID, deliveryID, eventID, webhookID := strs(), strs(), strs(), strs()
+	eventType, tenant, endpointID, urlHost := strs(), strs(), strs(), strs()
+	outcome, errorClass, errorMessage, responseBody := strs(), strs(), strs(), strs()
+	attemptNumber, attemptedMs, httpStatus, nextMs := u16s(), u16s(), u16s(), u16s()
+	attemptedAt, nextAt := make([]int64, n), make([]int64, n) // unix seconds (DateTime)
+	latency := make([]uint32, n)
 	for i := range attempts {
 		a := normalize(attempts[i])
 		attemptID[i], deliveryID[i], eventID[i], webhookID[i] = a.AttemptID, a.DeliveryID, a.EventID, a.WebhookID
@@ -187,12 +190,48 @@ func joinMs(sec uint32, ms uint16) time.Time {
 	return time.UnixMilli(int64(sec)*1000 + int64(ms)).UTC()
 }
 
-// Log implements [Store.Log]. It reads one endpoint's key range with FINAL.
+// logWindows are the time windows Log tries, newest first, before reading
+// an endpoint's whole history.
+var logWindows = []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+// Log implements [Store.Log]. It reads one endpoint's key range, collapsing
+// duplicates with LIMIT 1 BY attempt_id rather than FINAL (so filters run as
+// PREWHERE, reading one column before the rest). Without an EventID or
+// DeliveryID filter, which select a few rows anyway, it reads growing time
+// windows first: the newest hour, day and week before the Before cursor (or
+// the store's clock), and the whole range only when a window holds fewer than
+// q.Limit attempts. A window with q.Limit attempts holds the newest q.Limit
+// overall, so the result is the same, and a busy endpoint's log reads one day
+// partition instead of all of them.
 func (c *ClickHouse) Log(ctx context.Context, q Query) ([]Attempt, error) {
 	q, err := q.validate()
 	if err != nil {
 		return nil, err
 	}
+	anchor := q.Before.AttemptedAt
+	if q.Before.IsZero() {
+		anchor = c.now()
+	}
+	windows := logWindows
+	if q.EventID != "" || q.DeliveryID != "" {
+		windows = nil
+	}
+	for _, w := range windows {
+		from := anchor.Add(-w)
+		if from.Before(minTime) || (!q.Since.IsZero() && !from.After(q.Since)) {
+			break
+		}
+		wq := q
+		wq.Since = from
+		out, err := c.readLog(ctx, wq)
+		if err != nil || len(out) >= q.Limit {
+			return out, err
+		}
+	}
+	return c.readLog(ctx, q)
+}
+
+func (c *ClickHouse) readLog(ctx context.Context, q Query) ([]Attempt, error) {
 	rows, err := c.conn.Query(ctx, c.logSQL(q))
 	if err != nil {
 		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
@@ -230,7 +269,7 @@ func (c *ClickHouse) Log(ctx context.Context, q Query) ([]Attempt, error) {
 // chdb check of audit/testdata).
 func (c *ClickHouse) logSQL(q Query) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts FINAL\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
+	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
 	if q.EventID != "" {
 		fmt.Fprintf(&w, "\n  AND event_id = %s", quote(q.EventID))
 	}
@@ -252,7 +291,7 @@ func (c *ClickHouse) logSQL(q Query) string {
 		fmt.Fprintf(&w, "\n  AND attempted_at <= %d AND (attempted_at < %d OR attempted_ms < %d OR (attempted_ms = %d AND attempt_id < %s))",
 			s, s, ms, ms, quote(q.Before.AttemptID))
 	}
-	fmt.Fprintf(&w, "\nORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC\nLIMIT %d", q.Limit)
+	fmt.Fprintf(&w, "\nORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC\nLIMIT 1 BY attempt_id\nLIMIT %d", q.Limit)
 	return w.String()
 }
 

@@ -184,3 +184,68 @@ func TestClickHouseDropPartitionsBefore(t *testing.T) {
 		t.Errorf("second DropPartitionsBefore = %v, %v; want nothing", again, err)
 	}
 }
+
+// TestClickHouseLogWindows compares ClickHouse's windowed Log with Memory's
+// plain scan on endpoints whose attempts fall inside and outside each window
+// (hour, day, week before the clock or the cursor), in the future included.
+func TestClickHouseLogWindows(t *testing.T) {
+	now := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
+	s := newClickHouse(t)
+	s.SetNow(func() time.Time { return now })
+	mem := audit.NewMemory()
+	ctx := context.Background()
+	var batch []audit.Attempt
+	add := func(ep string, n int, newest time.Time, step time.Duration) {
+		for i := range n {
+			a := audittest.Attempt(ep, len(batch))
+			a.AttemptedAt = newest.Add(-time.Duration(i) * step)
+			if i%7 == 0 {
+				a.Outcome = audit.Failed
+			}
+			batch = append(batch, a)
+		}
+	}
+	add("busy", 300, now.Add(5*time.Minute), 10*time.Second) // some in the future
+	add("day", 50, now, time.Minute)
+	add("day", 80, now.Add(-2*time.Hour), 10*time.Minute)
+	add("week", 30, now.Add(-49*time.Hour), 4*time.Hour)
+	add("week", 20, now.Add(-8*24*time.Hour), 24*time.Hour)
+	add("old", 10, now.Add(-30*24*time.Hour), time.Hour)
+	for _, st := range []audit.Store{s, mem} {
+		if err := st.Insert(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ep := range []string{"busy", "day", "week", "old", "none"} {
+		for _, q := range []audit.Query{
+			{EndpointID: ep},
+			{EndpointID: ep, Limit: 10},
+			{EndpointID: ep, Limit: audit.MaxLimit},
+			{EndpointID: ep, Since: now.Add(-90 * time.Minute)},
+			{EndpointID: ep, Since: now.Add(-72 * time.Hour), Limit: 40},
+			{EndpointID: ep, Outcomes: []audit.Outcome{audit.Failed}},
+			{EndpointID: ep, Before: audit.Cursor{AttemptedAt: now.Add(-3 * time.Hour)}},
+			{EndpointID: ep, Before: audit.Cursor{AttemptedAt: now.Add(-50 * time.Hour)}, Limit: 5},
+		} {
+			want, err := mem.Log(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Log(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := ids(got), ids(want); !slices.Equal(g, w) {
+				t.Errorf("Log(%+v):\n got %d %v\nwant %d %v", q, len(g), g, len(w), w)
+			}
+		}
+	}
+}
+
+func ids(as []audit.Attempt) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.AttemptID
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Test-only access to the ClickHouse store's internals.
@@ -34,5 +35,11 @@ var (
 	SummarySQL = (*ClickHouse).summarySQL
 )
 
+// SetNow sets the clock that anchors Log's windows.
+func (c *ClickHouse) SetNow(now func() time.Time) { c.now = now }
+
 // NewClickHouseForSQL returns a store with no connection, to render SQL.
 func NewClickHouseForSQL(db string) *ClickHouse { return &ClickHouse{db: db} }
+
+// Columns is the attempts table's insert column list.
+const Columns = columns

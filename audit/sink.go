@@ -75,7 +75,8 @@ const (
 // records, or whatever arrived within FlushInterval). It commits a batch's
 // offsets only after its insert succeeded, so a crash or a ClickHouse outage
 // loses nothing: uncommitted records are consumed again and, the store being
-// idempotent by AttemptID, inserted without duplicates.
+// idempotent by AttemptID, inserted without duplicates. A group without
+// committed offsets starts at the topic's earliest record.
 //
 // A record that does not decode or fails [Attempt.Validate] is logged,
 // counted (result "invalid") and skipped: its offset is committed with its

@@ -56,7 +56,9 @@ func TestSinkIntegration(t *testing.T) {
 	inTxn(abortedTxn, kgo.TryAbort) // first: the later records prove it was read past
 	producer := stack.Client(t)
 	bad := []*kgo.Record{{Topic: topic, Key: []byte("ep-0"), Value: []byte("{")}, {Topic: topic, Key: []byte("ep-1"), Value: nil}}
-	if err := producer.ProduceSync(ctx, append(append(plain, bad...), plain[:500]...)...).FirstErr(); err != nil {
+	// The first 500 twice (fresh records: a produced *kgo.Record must not be
+	// produced again while in flight).
+	if err := producer.ProduceSync(ctx, append(append(plain, bad...), mk("plain", 500)...)...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	inTxn(committedTxn, kgo.TryCommit)

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -56,33 +57,48 @@ var binary struct {
 	once sync.Once
 	path string
 	err  error
-	took time.Duration
 }
 
-// hookrelayBinary builds ./cmd/hookrelay once per test binary (into a
-// temporary directory that outlives the tests: there is no TestMain of ours
-// to remove it) and returns its path.
+// hookrelayBinary builds ./cmd/hookrelay once per test binary and returns
+// its path: $TMPDIR/hookrelay-e2e-bin/hookrelay-<pid>. There is no TestMain of
+// ours to remove it when the tests end, so each build first removes the
+// binaries of test processes that no longer run.
 func hookrelayBinary(t testing.TB) string {
 	t.Helper()
 	binary.once.Do(func() {
 		start := time.Now()
-		dir, err := os.MkdirTemp("", "hookrelay-e2e-bin-")
-		if err != nil {
+		dir := filepath.Join(os.TempDir(), "hookrelay-e2e-bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			binary.err = err
 			return
 		}
-		binary.path = filepath.Join(dir, "hookrelay")
+		removeStaleBinaries(dir)
+		binary.path = filepath.Join(dir, fmt.Sprintf("hookrelay-%d", os.Getpid()))
 		cmd := exec.Command("go", "build", "-o", binary.path, "github.com/hookrelay/hookrelay/cmd/hookrelay")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binary.err = fmt.Errorf("go build ./cmd/hookrelay: %v\n%s", err, out)
 		}
-		binary.took = time.Since(start)
+		t.Logf("e2e: built hookrelay in %v", time.Since(start).Round(time.Millisecond))
 	})
 	if binary.err != nil {
 		t.Fatalf("e2e: %v", binary.err)
 	}
 	return binary.path
+}
+
+// removeStaleBinaries removes dir/hookrelay-<pid> files whose process is gone.
+func removeStaleBinaries(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "hookrelay-"))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // config is how a test runs hookrelay. The zero value is usable.
@@ -266,8 +282,8 @@ func (h *harness) start(id string) *process {
 	}()
 	h.t.Cleanup(func() {
 		p.stop()
-		if h.t.Failed() {
-			h.t.Logf("--- tail of %s ---\n%s", filepath.Base(p.logPath), tail(p.logPath, 60))
+		if h.t.Failed() || os.Getenv("E2E_LOG_TAIL") != "" {
+			h.t.Logf("--- tail of %s (whole log kept at %s) ---\n%s", filepath.Base(p.logPath), keepLog(h.t, p.logPath), tail(p.logPath, 60))
 		}
 	})
 	p.waitReady(readyTimeout)
@@ -341,9 +357,11 @@ func (p *process) stop() {
 	}
 }
 
-// metric returns the sum of the samples of a Prometheus metric family (all
-// label sets) from /metrics, and whether any sample was found.
-func (p *process) metric(name string) (float64, bool) {
+// metric returns the sum of the samples of a Prometheus metric (e.g.
+// "hookrelay_events_total") from /metrics over the label sets that contain
+// every one of labels (e.g. `result="invalid"`), and whether any sample
+// matched.
+func (p *process) metric(name string, labels ...string) (float64, bool) {
 	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + p.httpAddr + "/metrics")
 	if err != nil {
 		return 0, false
@@ -353,18 +371,20 @@ func (p *process) metric(name string) (float64, bool) {
 	found := false
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+lines:
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '{') {
 			continue
 		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
+		for _, l := range labels {
+			if !strings.Contains(rest, l) {
+				continue lines
+			}
 		}
 		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
 			sum += v
 			found = true
 		}
@@ -381,6 +401,26 @@ func freeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// keepLog copies a process log out of the test's temporary directory, which
+// is removed when the test ends, to $TMPDIR/hookrelay-e2e-logs, and returns
+// the copy's path.
+func keepLog(t testing.TB, path string) string {
+	dir := filepath.Join(os.TempDir(), "hookrelay-e2e-logs")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + filepath.Base(path)
+	dst := filepath.Join(dir, name)
+	if err == nil {
+		err = os.WriteFile(dst, b, 0o644)
+	}
+	if err != nil {
+		return fmt.Sprintf("(not kept: %v)", err)
+	}
+	return dst
 }
 
 // tail returns the last n lines of a file.
@@ -400,17 +440,54 @@ func tail(path string, n int) string {
 // then it fails the test with what cond last said.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
+	if !waitFor(t, timeout, what, cond) {
+		t.FailNow()
+	}
+}
+
+// waitFor polls cond every 100 ms until it returns true (it reports true)
+// or timeout passes: then it marks the test failed (t.Errorf, with what cond
+// last said) and reports false, so the test can go on to say precisely what
+// is missing.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) bool {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, why := cond()
 		if ok {
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s", timeout, what, why)
+			t.Errorf("timed out after %v waiting for %s: %s", timeout, what, why)
+			return false
 		}
 		time.Sleep(100 * time.Millisecond) // polling interval
 	}
+}
+
+// countByKey reads topic from the start with read_committed until a whole
+// second brings nothing new, and counts records by key. For diagnostics.
+func (h *harness) countByKey(topic string) map[string]int {
+	h.t.Helper()
+	cl := stack.Client(h.t,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)
+	defer cl.Close()
+	out := map[string]int{}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) { out[string(r.Key)]++ })
+	}
+	return out
 }
 
 // cloudEvent is an event as a test produces it.
@@ -622,7 +699,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.999999) - 1
+	i := int(math.Ceil(float64(len(s))*p/100)) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
 

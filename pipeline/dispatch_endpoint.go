@@ -28,6 +28,7 @@ type endpointQueue struct {
 	ready   []*item  // due now, FIFO
 	held    heldHeap // due later (the remainder of a delay below the smallest tier)
 	running bool     // a pump goroutine serves the queue
+	active  int      // attempts started from this queue and not yet ended
 	closed  bool
 	parks   int           // deliveries parked since the queue last drained: grows the park delay
 	wake    chan struct{} // buffered(1): something changed, re-evaluate
@@ -117,7 +118,12 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			if len(q.held) == 0 {
 				q.running = false
 				q.parks = 0
-				delete(p.queues, q.id)
+				// Attempts still in flight signal this queue when they
+				// end; it stays in the map until they have, so a new
+				// pump for the endpoint waits on the same wake channel.
+				if q.active == 0 {
+					delete(p.queues, q.id)
+				}
 				p.mu.Unlock()
 				return
 			}
@@ -127,6 +133,7 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			if err == nil && w == 0 {
 				it := q.pop()
 				p.backlog--
+				q.active++
 				p.mu.Unlock()
 				d.m.backlog.Add(context.Background(), -1)
 				p.wg.Add(1)
@@ -160,7 +167,16 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 // partition's wg; it holds one of the endpoint's in-flight slots.
 func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	defer p.wg.Done()
-	release := func() { q.lim.Release(); q.signal() }
+	release := func() {
+		q.lim.Release()
+		p.mu.Lock()
+		q.active--
+		if q.active == 0 && !q.running && q.len() == 0 && p.queues[q.id] == q {
+			delete(p.queues, q.id)
+		}
+		p.mu.Unlock()
+		q.signal()
+	}
 	now := time.Now()
 	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
 	if !ok || !ep.Active() {

@@ -2,7 +2,9 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,4 +200,97 @@ func TestDispatcherIsolatesEndpointsAndCommitsAroundUnfinished(t *testing.T) {
 	if n, _ := att2.count("fast"); n != 0 {
 		t.Fatalf("second dispatcher re-sent %d fast deliveries finished by the first", n)
 	}
+}
+
+// gatedAttempter holds every attempt until the test lets it go.
+type gatedAttempter struct {
+	fakeAttempter
+	gate    chan struct{}
+	entered atomic.Int32
+}
+
+func (g *gatedAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, b []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+	g.entered.Add(1)
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+	}
+	return g.fakeAttempter.Attempt(ctx, ep, b, m, now)
+}
+
+// TestDispatcherWakesAfterQueueDrained is the regression test for a stall:
+// an endpoint's queue drains while its max_in_flight attempts are still
+// running, new deliveries arrive, and the attempts then end. The new
+// deliveries must be sent (the ending attempts must wake the queue that holds
+// them).
+func TestDispatcherWakesAfterQueueDrained(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "w.deliveries", "w.dlq", "w.attempts", "w.endpoint-status", "w.retry-30s", "w.retry-2m", "w.retry-10m", "w.retry-30m", "w.retry-1h", "w.retry-2h", "w.retry-4h", "w.retry-6h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := kgo.SeedBrokers(c.ListenAddrs()...)
+	topics := NewTopics("w.")
+	policy, _ := NewRetryPolicy(retrytiers.DefaultSchedule(), topics, 0)
+	att := &gatedAttempter{fakeAttempter: *newFakeAttempter(), gate: make(chan struct{})}
+	d, err := NewDispatcher(DispatcherOptions{
+		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics:     topics, Group: "w.dispatch", TransactionalID: "w.dispatch-test",
+		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 2)}, Attempter: att, Attempts: &memAttempts{},
+		Policy: policy, FlushInterval: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	prod, _ := kgo.NewClient(seeds)
+	defer prod.Close()
+	produce := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			m := retrytiers.Meta{DeliveryID: fmt.Sprint("d", i), WebhookID: "msg_w", EndpointID: "ep", Attempt: 1}
+			if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte("ep"), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 2)
+	// Both attempts are in flight and their pump has drained the queue
+	// and exited.
+	waitFor(t, "two attempts in flight and no pump", func() bool {
+		if att.entered.Load() != 2 {
+			return false
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, p := range d.parts {
+			p.mu.Lock()
+			q := p.queues["ep"]
+			pumping := q != nil && q.running
+			p.mu.Unlock()
+			if pumping {
+				return false
+			}
+		}
+		return true
+	})
+	produce(2, 3)
+	waitFor(t, "new deliveries queued", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, p := range d.parts {
+			p.mu.Lock()
+			n := p.backlog
+			p.mu.Unlock()
+			if n == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	close(att.gate)
+	waitFor(t, "all five delivered", func() bool { n, _ := att.count("ep"); return n == 5 })
 }

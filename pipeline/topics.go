@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // DefaultTopicPrefix prefixes every topic name unless configured otherwise.
@@ -100,9 +103,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		{t.Attempts, l.Partitions, base(map[string]*string{"retention.ms": &week})},
 	}
 	for _, tt := range l.TierTopics {
-		specs = append(specs, spec{tt, l.Partitions, base(map[string]*string{
-			"retention.ms": &week, "message.timestamp.type": ptr("LogAppendTime"),
-		})})
+		specs = append(specs, spec{tt, l.Partitions, base(retrytiers.TierTopicConfig())})
 	}
 	var errs []error
 	for _, s := range specs {
@@ -110,20 +111,30 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil && !strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			errs = append(errs, fmt.Errorf("create topic %s: %w", s.name, err))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	md, err := adm.ListTopics(ctx, t.Deliveries)
-	if err != nil {
-		return fmt.Errorf("describe topic %s: %w", t.Deliveries, err)
-	}
-	if td, ok := md[t.Deliveries]; ok {
-		if n := int32(len(td.Partitions)); n != l.Partitions {
-			return fmt.Errorf("topic %s has %d partitions but %d are configured: changing it would move endpoints between partitions; set the partition count to %d", t.Deliveries, n, l.Partitions, n)
+	// A topic created a moment ago may not be in the broker's metadata yet
+	// (or be listed with no partitions): poll until it is.
+	for {
+		md, err := adm.ListTopics(ctx, t.Deliveries)
+		if err != nil {
+			return fmt.Errorf("describe topic %s: %w", t.Deliveries, err)
+		}
+		if td, ok := md[t.Deliveries]; ok && td.Err == nil && len(td.Partitions) > 0 {
+			if n := int32(len(td.Partitions)); n != l.Partitions {
+				return fmt.Errorf("topic %s has %d partitions but %d are configured: changing it would move endpoints between partitions; set the partition count to %d", t.Deliveries, n, l.Partitions, n)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topic %s: not visible in the cluster metadata: %w", t.Deliveries, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	return nil

@@ -9,7 +9,8 @@
 -- attempt_id, and attempt_id determines every other key column (an attempt is
 -- immutable: its endpoint and time are fixed when it is made), so two rows
 -- collapse exactly when they carry the same attempt_id. Duplicates collapse in
--- background merges; readers use FINAL so they never see one.
+-- background merges; until then readers collapse them themselves (FINAL, or
+-- LIMIT 1 BY attempt_id), so they never see one.
 --
 -- Time: attempted_at is DateTime('UTC') (seconds) plus attempted_ms (the
 -- millisecond within that second, 0..999), because 18.16 has no DateTime64.

@@ -26,7 +26,8 @@ ORDER BY version
 -- attempt_id, and attempt_id determines every other key column (an attempt is
 -- immutable: its endpoint and time are fixed when it is made), so two rows
 -- collapse exactly when they carry the same attempt_id. Duplicates collapse in
--- background merges; readers use FINAL so they never see one.
+-- background merges; until then readers collapse them themselves (FINAL, or
+-- LIMIT 1 BY attempt_id), so they never see one.
 --
 -- Time: attempted_at is DateTime('UTC') (seconds) plus attempted_ms (the
 -- millisecond within that second, 0..999), because 18.16 has no DateTime64.
@@ -88,59 +89,65 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 -- check: log
 -- expect: a-6 | a-4 | a-3 | a-2 | a-1 | a-5
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
-FROM audit_sqlcheck.attempts FINAL
+FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+LIMIT 1 BY attempt_id
 LIMIT 100
 ;
 
 -- check: log_limit
 -- expect: a-6 | a-4 | a-3
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
-FROM audit_sqlcheck.attempts FINAL
+FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+LIMIT 1 BY attempt_id
 LIMIT 3
 ;
 
 -- check: log_event_delivery
 -- expect: a-1
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
-FROM audit_sqlcheck.attempts FINAL
+FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND event_id = 'evt-1'
   AND delivery_id = 'dlv-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+LIMIT 1 BY attempt_id
 LIMIT 100
 ;
 
 -- check: log_outcomes_since
 -- expect: a-4 | a-3
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
-FROM audit_sqlcheck.attempts FINAL
+FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND outcome IN ('retry_scheduled', 'failed')
   AND attempted_at >= 1740830400 AND (attempted_at > 1740830400 OR attempted_ms >= 251)
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+LIMIT 1 BY attempt_id
 LIMIT 100
 ;
 
 -- check: log_before
 -- expect: a-2 | a-1 | a-5
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
-FROM audit_sqlcheck.attempts FINAL
+FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND attempted_at <= 1740830400 AND (attempted_at < 1740830400 OR attempted_ms < 251 OR (attempted_ms = 251 AND attempt_id < 'a-3'))
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+LIMIT 1 BY attempt_id
 LIMIT 100
 ;
 
 -- check: log_quoting
 -- expect: q-1
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
-FROM audit_sqlcheck.attempts FINAL
+FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'it\'s \\ ep'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+LIMIT 1 BY attempt_id
 LIMIT 100
 ;
 

@@ -32,9 +32,11 @@
 //
 // Isolation: each run uses a fresh topic prefix ("demo<unix>.") and a fresh
 // ClickHouse database ("demo_<unix>"), so reruns never see each other's
-// endpoints, events or attempts. Both are left in place so the run can be
-// inspected afterwards (the command to do so is printed); `make down` with
-// its state removal, or DROP DATABASE, cleans them up.
+// endpoints, events or attempts. A successful run deletes its topics and
+// consumer groups at the end (-keep keeps them; a failed run always does, to
+// be investigated). The database is left in place so the delivery log can be
+// read afterwards (the `hookrelay log` command to do so is printed); DROP
+// DATABASE, or `make reset`, removes it.
 //
 // It exits non-zero, naming what went wrong, when: the stack or a binary is
 // missing, hookrelay does not become ready, an expected delivery has no final
@@ -80,6 +82,7 @@ type options struct {
 	timeout     time.Duration
 	slow        time.Duration
 	binaryEvery int
+	keep        bool
 }
 
 func main() {
@@ -96,6 +99,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 180*time.Second, "how long to wait for every expected delivery's final attempt row")
 	flag.DurationVar(&o.slow, "slow", 900*time.Millisecond, "how long the slow receiver takes to answer")
 	flag.IntVar(&o.binaryEvery, "binary-every", 25, "publish every n-th event in binary content mode (0: none)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the run's Kafka topics and consumer groups after a successful run (a failed run always keeps them)")
 	flag.Parse()
 	if o.runDir == "" {
 		o.runDir = filepath.Join(".local", "demo", strings.TrimSuffix(o.prefix, "."))
@@ -104,6 +108,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted (%v); hookrelay and the receivers were stopped", err)
+		}
 		fmt.Fprintf(os.Stderr, "\ndemo FAILED: %v\n", err)
 		os.Exit(1)
 	}
@@ -261,6 +268,14 @@ func run(ctx context.Context, o options) error {
 	step("stopping hookrelay and the receivers (the stack stays up)")
 	if err := hr.stop(30 * time.Second); err != nil {
 		problems = append(problems, fmt.Sprintf("hookrelay run did not stop cleanly: %v (see %s)", err, hr.log))
+	}
+	if len(problems) == 0 && !o.keep {
+		topics, groups, err := deleteRun(ctx, kcl, o.prefix)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("deleting the run's topics: %v", err))
+		} else {
+			step("deleted the run's %d topics and %d consumer groups (-keep keeps them; groups with static members expire by themselves); ClickHouse database %s stays", topics, groups, o.database)
+		}
 	}
 	fmt.Printf("\nTiming: publish %s; publish to all final %s; whole demo %s.\n",
 		pubTook.Round(time.Millisecond), deliverTook.Round(time.Millisecond), time.Since(t0).Round(100*time.Millisecond))

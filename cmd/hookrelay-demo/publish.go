@@ -58,14 +58,14 @@ func record(topic string, ev demoEvent, now time.Time) (*kgo.Record, error) {
 }
 
 // publish produces every event to topic and returns once all are
-// acknowledged, printing progress to out about every tenth of the way. The
-// first produce error stops it.
+// acknowledged, printing progress to out at most every 500 ms and at the
+// end. The first produce error is returned.
 func publish(ctx context.Context, cl *kgo.Client, topic string, evs []demoEvent, out io.Writer) error {
 	var (
 		mu       sync.Mutex
 		firstErr error
 		acked    int
-		step     = max(len(evs)/10, 1)
+		printed  time.Time
 		wg       sync.WaitGroup
 		start    = time.Now()
 	)
@@ -86,7 +86,8 @@ func publish(ctx context.Context, cl *kgo.Client, topic string, evs []demoEvent,
 				return
 			}
 			acked++
-			if acked%step == 0 || acked == len(evs) {
+			if acked == len(evs) || time.Since(printed) >= 500*time.Millisecond {
+				printed = time.Now()
 				fmt.Fprintf(out, "  published %4d/%d  (%s)\n", acked, len(evs), time.Since(start).Round(time.Millisecond))
 			}
 		})

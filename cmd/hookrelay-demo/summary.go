@@ -76,7 +76,7 @@ func summarize(ctx context.Context, w io.Writer, conn driver.Conn, dsn, db strin
 	}
 
 	fmt.Fprintf(w, "\nPer endpoint (ClickHouse %s.attempts, FINAL; latency = request start to response headers):\n", db)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "endpoint\tfilter\texpected\tdeliveries\tattempts\tmax attempt #\tp50\tp99\toutcomes\t")
 	for _, ep := range demoEndpoints {
 		s, c := byID[ep.ID], checks[ep.ID]
@@ -89,9 +89,9 @@ func summarize(ctx context.Context, w io.Writer, conn driver.Conn, dsn, db strin
 	}
 	tw.Flush()
 
-	fmt.Fprintln(w, "\nPer receiver (GET /stats; every request verified with the standardwebhooks npm package):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "receiver\tbehaviour\trequests\tanswered rows\tevents\tverified\tfailed\tduplicates\tpeak in-flight\tstatuses\t")
+	fmt.Fprintln(w, "\nPer receiver (GET /stats; every request verified with the standardwebhooks npm package; answered rows = its endpoint's attempt rows with an HTTP status):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "receiver\turl\trequests\tanswered rows\tevents\tverified\tfailed\tduplicates\tpeak in-flight\tstatuses\t")
 	for i, r := range receivers {
 		ep := demoEndpoints[i]
 		st, err := r.stats(ctx)
@@ -100,7 +100,7 @@ func summarize(ctx context.Context, w io.Writer, conn driver.Conn, dsn, db strin
 			continue
 		}
 		c := checks[ep.ID]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.url, st.Behaviour, st.Requests, c.answered, st.WebhookIDs,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", st.Name, r.url, st.Requests, c.answered, st.WebhookIDs,
 			st.Verified, st.Failed, st.Duplicates, st.PeakInFlight, statuses(st.Statuses))
 		if st.Failed > 0 {
 			var ex []string

@@ -2,7 +2,7 @@
 # Stops the local stack: SIGTERM, then waits up to $HOOKRELAY_DOWN_TIMEOUT
 # seconds (default 30) for each process to exit, then SIGKILL. Removes the pid
 # files. Idempotent: a service that is not running is reported and skipped.
-# Data stays in the state folder; `make clean-stack` removes it.
+# Data stays in the state folder; `make reset` wipes it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 

@@ -32,12 +32,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/testcontainers/testcontainers-go"
 	tcclickhouse "github.com/testcontainers/testcontainers-go/modules/clickhouse"
 	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
@@ -170,6 +172,9 @@ func provideKafka() ([]string, error) {
 		if len(seeds) == 0 {
 			return nil, fmt.Errorf("%s is set but names no broker (%q); %s", EnvBrokers, v, howTo)
 		}
+		if err := anyAnswers(seeds); err != nil {
+			return nil, fmt.Errorf("%s=%s: %v; %s", EnvBrokers, v, err, howTo)
+		}
 		return seeds, nil
 	}
 	if err := dockerReachable(); err != nil {
@@ -196,10 +201,18 @@ func provideKafka() ([]string, error) {
 
 func provideClickHouse() (string, error) {
 	if v, ok := os.LookupEnv(EnvClickHouse); ok {
-		if strings.TrimSpace(v) == "" {
+		v = strings.TrimSpace(v)
+		if v == "" {
 			return "", fmt.Errorf("%s is set but empty; %s", EnvClickHouse, howTo)
 		}
-		return strings.TrimSpace(v), nil
+		opts, err := clickhouse.ParseDSN(v)
+		if err != nil {
+			return "", fmt.Errorf("%s=%s: %w", EnvClickHouse, v, err)
+		}
+		if err := anyAnswers(opts.Addr); err != nil {
+			return "", fmt.Errorf("%s=%s: %v; %s", EnvClickHouse, v, err, howTo)
+		}
+		return v, nil
 	}
 	if err := dockerReachable(); err != nil {
 		return "", fmt.Errorf("%s is not set and no Docker daemon answers (%v); %s", EnvClickHouse, err, howTo)
@@ -224,6 +237,25 @@ func track(c testcontainers.Container) {
 	containersMu.Lock()
 	containers = append(containers, c)
 	containersMu.Unlock()
+}
+
+// dialTimeout bounds the reachability check of a service named in the
+// environment, so that a stack that is down fails tests at once instead of
+// after client retries.
+const dialTimeout = 3 * time.Second
+
+// anyAnswers returns nil when at least one of addrs (host:port) accepts a
+// TCP connection.
+func anyAnswers(addrs []string) error {
+	var errs []string
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, dialTimeout)
+		if err == nil {
+			return c.Close()
+		}
+		errs = append(errs, err.Error())
+	}
+	return fmt.Errorf("nothing answers (%s)", strings.Join(errs, "; "))
 }
 
 // dockerReachable reports why testcontainers cannot reach a Docker daemon,
