@@ -12,7 +12,9 @@ import (
 type BacklogPoint struct {
 	Pending      int     `json:"pending"`
 	ReachedAfter float64 `json:"reached_after_s"`
-	RSSMiB       float64 `json:"rss_mib"` // mean over a few samples once caught up
+	RSSMiB       float64 `json:"rss_mib"`        // mean over five samples once caught up
+	HeapInuseMiB float64 `json:"heap_inuse_mib"` // Go heap in use (go_memstats_heap_inuse_bytes) at the end of those samples
+	Goroutines   float64 `json:"goroutines"`
 	PeakRSSMiB   float64 `json:"peak_rss_mib_so_far"`
 	Parked       float64 `json:"parked"`
 	CaughtUp     bool    `json:"caught_up"`
@@ -26,7 +28,8 @@ type BacklogResult struct {
 	HealthyOffered    float64                `json:"healthy_offered_per_s"`
 	First             BacklogPoint           `json:"first"`
 	Last              BacklogPoint           `json:"last"`
-	RSSRatio          float64                `json:"rss_ratio"` // last / first; bounded means <= 1.1
+	RSSRatio          float64                `json:"rss_ratio"`        // last / first; bounded means <= 1.1
+	HeapRatio         float64                `json:"heap_inuse_ratio"` // the same for the Go heap in use
 	Bounded           bool                   `json:"bounded"`
 	HealthyPerSec     float64                `json:"healthy_delivered_per_s_while_growing"`
 	HealthyRatio      float64                `json:"healthy_ratio_to_offered"`
@@ -102,6 +105,7 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 		return nil, err
 	}
 	res.RSSRatio = ratio(res.Last.RSSMiB, res.First.RSSMiB)
+	res.HeapRatio = ratio(res.Last.HeapInuseMiB, res.First.HeapInuseMiB)
 	res.Bounded = res.RSSRatio <= 1.1
 	from := start.Add(o.warmup)
 	res.HealthyPerSec = round1(float64(countBetween(rs.completions(), from, growEnd)) / growEnd.Sub(from).Seconds())
@@ -117,8 +121,8 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}
-	b.logf("  => RSS %.0f MiB at %d pending, %.0f MiB at %d pending (ratio %.2f, bounded %v); healthy %.0f/s of %g offered while growing (p99 %.0f ms); check %s",
-		res.First.RSSMiB, res.First.Pending, res.Last.RSSMiB, res.Last.Pending, res.RSSRatio, res.Bounded,
+	b.logf("  => RSS %.0f MiB at %d pending, %.0f MiB at %d pending (ratio %.2f, bounded %v; Go heap ratio %.2f); healthy %.0f/s of %g offered while growing (p99 %.0f ms); check %s",
+		res.First.RSSMiB, res.First.Pending, res.Last.RSSMiB, res.Last.Pending, res.RSSRatio, res.Bounded, res.HeapRatio,
 		res.HealthyPerSec, o.s6HealthyRate, res.HealthyLatency.P99, checkWord(res.Check))
 	return res, nil
 }
@@ -156,13 +160,15 @@ func (b *bench) backlogPoint(ctx context.Context, e *env, pending int, start tim
 	}
 	p.ReachedAfter = round1(time.Since(start).Seconds())
 	t0 := time.Now()
-	time.Sleep(3 * b.o.sample)
+	time.Sleep(5 * b.o.sample)
 	ser := e.smp.Series("hookrelay")
 	p.RSSMiB = round1(float64(meanRSS(ser, t0, time.Now())) / 1024)
 	p.PeakRSSMiB = round1(float64(peakRSS(ser, time.Time{}, time.Time{})) / 1024)
 	p.Parked = e.metric("hookrelay_deliveries_parked_total")
-	b.logf("  %d pending (caught up %v after %.0fs): RSS %.0f MiB (peak so far %.0f), parked %.0f",
-		pending, p.CaughtUp, p.ReachedAfter, p.RSSMiB, p.PeakRSSMiB, p.Parked)
+	p.HeapInuseMiB = round1(e.metric("go_memstats_heap_inuse_bytes") / (1 << 20))
+	p.Goroutines = e.metric("go_goroutines")
+	b.logf("  %d pending (caught up %v after %.0fs): RSS %.0f MiB (peak so far %.0f), Go heap in use %.0f MiB, %0.f goroutines, parked %.0f",
+		pending, p.CaughtUp, p.ReachedAfter, p.RSSMiB, p.PeakRSSMiB, p.HeapInuseMiB, p.Goroutines, p.Parked)
 	if !p.CaughtUp {
 		b.logf("  WARNING: hookrelay did not catch up with %d pending within %s", pending, b.o.drainTimeout)
 	}

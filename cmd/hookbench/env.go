@@ -135,6 +135,8 @@ var trackedMetrics = []string{
 	"hookrelay_audit_sink_records_total",
 	"hookrelay_audit_sink_lag",
 	"hookrelay_retry_relay_records_total",
+	"go_memstats_heap_inuse_bytes",
+	"go_goroutines",
 }
 
 // newEnv creates a scenario's database and names its topics. extra are

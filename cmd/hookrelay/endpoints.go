@@ -205,7 +205,7 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 	}
 	generated := false
 	if secret, _ := fs.GetString("secret"); secret != "" {
-		if _, err := endpoints.ParseSecret(secret); err != nil {
+		if err := endpoints.ParseSecret(secret); err != nil {
 			return nil, false, fmt.Errorf("invalid --secret: %w", err)
 		}
 		if cur != nil {

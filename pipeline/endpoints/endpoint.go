@@ -1,8 +1,6 @@
 package endpoints
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
 // Defaults applied by [Endpoint.SetDefaults] to zero fields (seed "Webhook
@@ -33,9 +33,6 @@ const (
 	MaxTenantLen      = 128
 	MaxURLLen         = 2048
 	MaxSecrets        = 10
-	MinSecretBytes    = 24 // decoded key size (Standard Webhooks: at least 24 bytes)
-	MaxSecretBytes    = 64
-	NewSecretBytes    = 32 // key size of NewSecret
 	MaxEventTypes     = 64
 	MaxEventTypeLen   = 256
 	MaxRatePerSec     = 10000.0
@@ -251,7 +248,7 @@ func (e *Endpoint) Validate() error {
 		add("secrets", "%d secrets, at most %d", len(e.Secrets), MaxSecrets)
 	}
 	for i, s := range e.Secrets {
-		if _, err := ParseSecret(s.Value); err != nil {
+		if err := ParseSecret(s.Value); err != nil {
 			add(fmt.Sprintf("secrets[%d].value", i), "%s", err.Error())
 		}
 		if slices.ContainsFunc(e.Secrets[:i], func(o Secret) bool { return o.Value == s.Value }) {
@@ -494,30 +491,16 @@ func MaskSecret(s string) string {
 	return SecretPrefix + rest[:maskedSecretChars] + "…"
 }
 
-// ParseSecret decodes a "whsec_" secret into its key: the part after the
-// prefix must be standard base64 with padding (what Standard Webhooks
-// verifiers decode) of 24 to 64 bytes. The error never repeats the secret.
-func ParseSecret(s string) ([]byte, error) {
-	rest, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok {
-		return nil, fmt.Errorf("must start with %q", SecretPrefix)
-	}
-	key, err := base64.StdEncoding.Strict().DecodeString(rest)
-	if err != nil {
-		return nil, fmt.Errorf("the part after %q is not standard base64 with padding", SecretPrefix)
-	}
-	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {
-		return nil, fmt.Errorf("key is %d bytes, must be %d to %d", len(key), MinSecretBytes, MaxSecretBytes)
-	}
-	return key, nil
+// ParseSecret checks a "whsec_" secret: standard base64 (with padding) of
+// a 24 to 64 byte key. It is webhook.ParseSecret, the one parser of the
+// signing side, so what is accepted here always signs.
+func ParseSecret(s string) error {
+	_, err := webhook.ParseSecret(s)
+	return err
 }
 
 // NewSecret returns a new "whsec_" secret of 32 random bytes (crypto/rand).
-func NewSecret() string {
-	key := make([]byte, NewSecretBytes)
-	_, _ = rand.Read(key) // never fails (crypto/rand, Go 1.24+)
-	return SecretPrefix + base64.StdEncoding.EncodeToString(key)
-}
+func NewSecret() string { return webhook.NewSecret().String() }
 
 // endpointJSON is the stored form of an Endpoint.
 type endpointJSON struct {

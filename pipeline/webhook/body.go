@@ -2,17 +2,13 @@ package webhook
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
-	"strings"
 	"time"
-	"unicode/utf8"
 )
 
-// ErrInvalidJSONData is returned by DataJSON when data with a JSON content
+// ErrInvalidJSONData is returned by Body when data with a JSON content
 // type is not valid JSON, and (wrapped) by Body for invalid data.
 var ErrInvalidJSONData = errors.New("webhook: event data is not valid JSON")
 
@@ -28,7 +24,7 @@ const BodyTimestampFormat = time.RFC3339Nano
 // compact, without HTML escaping, with the timestamp in [BodyTimestampFormat]
 // (spec "Payload structure"; timestamp is when the event occurred: the
 // CloudEvent's time, else its record's timestamp). data must be valid JSON
-// (see [DataJSON]); it is compacted; nil or empty data becomes null.
+// (see events.DataJSON); it is compacted; nil or empty data becomes null.
 //
 // Body is deterministic: equal arguments give equal bytes. The bytes are the
 // delivery record's value and are signed and sent as they are. It fails on an
@@ -56,53 +52,6 @@ func Body(eventType string, timestamp time.Time, data json.RawMessage) ([]byte, 
 		return nil, fmt.Errorf("webhook: body: %w: %v", ErrInvalidJSONData, err)
 	}
 	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
-
-// DataJSON converts a CloudEvent's data and datacontenttype to the JSON value
-// of the body's "data" member, by the rules in the package documentation:
-// nothing → null; JSON content type (or none, with valid JSON) → inline;
-// other valid UTF-8 → JSON string; anything else → base64 JSON string.
-//
-// It fails with [ErrInvalidJSONData] only when a JSON content type is
-// declared and data is not valid JSON. The result is not compacted; [Body]
-// does that.
-func DataJSON(contentType string, data []byte) (json.RawMessage, error) {
-	if len(data) == 0 {
-		return json.RawMessage("null"), nil
-	}
-	switch {
-	case isJSONMediaType(contentType):
-		if !json.Valid(data) {
-			return nil, ErrInvalidJSONData
-		}
-		return json.RawMessage(data), nil
-	case strings.TrimSpace(contentType) == "" && json.Valid(data):
-		return json.RawMessage(data), nil
-	case utf8.Valid(data):
-		return marshalString(string(data))
-	default:
-		return marshalString(base64.StdEncoding.EncodeToString(data))
-	}
-}
-
-// isJSONMediaType reports whether ct names JSON: application/json,
-// text/json, or a "+json" structured-syntax suffix (RFC 6839).
-func isJSONMediaType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		mt, _, _ = strings.Cut(ct, ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-	}
-	return mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json")
-}
-
-// marshalString encodes s as a JSON string without HTML escaping.
-func marshalString(s string) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	if err := appendString(&buf, s); err != nil {
-		return nil, err
-	}
 	return buf.Bytes(), nil
 }
 

@@ -26,24 +26,10 @@
 //
 // # CloudEvent data in the body
 //
-// The "data" member is built from the CloudEvent's data and datacontenttype
-// by [DataJSON], by these rules, in order:
-//
-//  1. No data (nil or empty): JSON null.
-//  2. A JSON content type (application/json, text/json, or any "+json"
-//     suffix such as application/cloudevents+json), or no content type at
-//     all and data that is valid JSON (the CloudEvents JSON format's
-//     default): the JSON value inline, compacted. Data that claims a JSON
-//     content type but is not valid JSON is an error ([ErrInvalidJSONData]),
-//     for the caller to treat as an invalid event.
-//  3. Any other content type (text/plain, application/xml, …) whose bytes are
-//     valid UTF-8: a JSON string holding the text.
-//  4. Otherwise (bytes that are not valid UTF-8, e.g. application/octet-stream
-//     or image/png): a JSON string holding the standard base64 encoding
-//     (RFC 4648 §4, with padding) of the bytes.
-//
-// A receiver that needs to tell rule 3 from rule 4 knows it from the event
-// type's documented content type; the body does not carry it.
+// [Body] takes the "data" member as a JSON value. How a CloudEvent's data of
+// any content type becomes that value (JSON inline, text as a JSON string,
+// binary as base64) is decided by package pipeline/events (events.DataJSON),
+// which knows the event's datacontenttype.
 //
 // # HTTP sender
 //

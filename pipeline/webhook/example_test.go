@@ -13,30 +13,10 @@ func ExampleWebhookID() {
 }
 
 func ExampleBody() {
-	data, _ := webhook.DataJSON("application/json", []byte(`{ "invoice": "in_1", "total": 4200 }`))
+	data := []byte(`{ "invoice": "in_1", "total": 4200 }`)
 	body, _ := webhook.Body("invoice.paid", time.Date(2026, 5, 1, 12, 30, 0, 250e6, time.UTC), data)
 	fmt.Println(string(body))
 	// Output: {"type":"invoice.paid","timestamp":"2026-05-01T12:30:00.25Z","data":{"invoice":"in_1","total":4200}}
-}
-
-func ExampleDataJSON() {
-	for _, in := range []struct {
-		ct   string
-		data []byte
-	}{
-		{"application/json", []byte(`{"a":1}`)},
-		{"text/plain", []byte("hello \"world\"")},
-		{"application/octet-stream", []byte{0xde, 0xad, 0xbe, 0xef}},
-		{"", nil},
-	} {
-		v, _ := webhook.DataJSON(in.ct, in.data)
-		fmt.Println(string(v))
-	}
-	// Output:
-	// {"a":1}
-	// "hello \"world\""
-	// "3q2+7w=="
-	// null
 }
 
 func ExampleSign() {
