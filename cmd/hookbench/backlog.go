@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"context"
 	"net"
 	"strconv"
@@ -94,10 +95,20 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 		return nil, err
 	}
 	res.First = b.backlogPoint(ctx, e, o.s6First, start)
+	profDone := make(chan struct{})
+	if o.profile > 0 {
+		go func() {
+			defer close(profDone)
+			e.profile(ctx, "cpu", fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(o.profile.Seconds())))
+		}()
+	} else {
+		close(profDone)
+	}
 	if err := b.preload(ctx, dgen, e.prefix+"events", o.s6Pending-o.s6First, dead); err != nil {
 		return nil, err
 	}
 	res.DeadProducePerSec = round1(float64(o.s6Pending) / time.Since(t).Seconds())
+	<-profDone
 	res.Last = b.backlogPoint(ctx, e, o.s6Pending, start)
 	growEnd := time.Now()
 	close(stopHealthy)
@@ -166,6 +177,9 @@ func (b *bench) backlogPoint(ctx context.Context, e *env, pending int, start tim
 	p.PeakRSSMiB = round1(float64(peakRSS(ser, time.Time{}, time.Time{})) / 1024)
 	p.Parked = e.metric("hookrelay_deliveries_parked_total")
 	p.HeapInuseMiB = round1(e.metric("go_memstats_heap_inuse_bytes") / (1 << 20))
+	if b.o.profile > 0 {
+		e.profile(ctx, "heap-"+strconv.Itoa(pending), "/debug/pprof/heap?gc=1")
+	}
 	p.Goroutines = e.metric("go_goroutines")
 	b.logf("  %d pending (caught up %v after %.0fs): RSS %.0f MiB (peak so far %.0f), Go heap in use %.0f MiB, %0.f goroutines, parked %.0f",
 		pending, p.CaughtUp, p.ReachedAfter, p.RSSMiB, p.PeakRSSMiB, p.HeapInuseMiB, p.Goroutines, p.Parked)

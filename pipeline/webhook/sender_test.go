@@ -12,7 +12,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -157,16 +159,23 @@ func TestSendSignedRequest(t *testing.T) {
 }
 
 // TestSignNodeVerifier verifies a signature with the npm standardwebhooks
-// package when node and the package are available (NODE_PATH pointing at a
-// node_modules holding it, e.g. after `npm install --prefix DIR
-// standardwebhooks` and NODE_PATH=DIR/node_modules); it skips otherwise.
+// package, the JavaScript reference implementation. It finds the package in
+// e2e/receiver/node_modules (installed by `make deps`) or on NODE_PATH, and
+// skips only where neither node nor the package is installed (a plain
+// `go test` on a machine without `make deps`).
 func TestSignNodeVerifier(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node not installed")
 	}
-	if err := exec.Command(node, "-e", `require.resolve("standardwebhooks")`).Run(); err != nil {
-		t.Skip("npm package standardwebhooks not resolvable (set NODE_PATH)")
+	env := os.Environ()
+	if abs, err := filepath.Abs("../../e2e/receiver/node_modules"); err == nil {
+		env = append(env, "NODE_PATH="+abs+string(os.PathListSeparator)+os.Getenv("NODE_PATH"))
+	}
+	resolve := exec.Command(node, "-e", `require.resolve("standardwebhooks")`)
+	resolve.Env = env
+	if err := resolve.Run(); err != nil {
+		t.Skip("npm package standardwebhooks not installed (run make deps, or set NODE_PATH)")
 	}
 	sec := webhook.NewSecret()
 	id := webhook.WebhookID("urn:test", "node")
@@ -183,6 +192,7 @@ func TestSignNodeVerifier(t *testing.T) {
 	run := func(b []byte) (string, error) {
 		in, _ := json.Marshal(map[string]any{"secret": sec.String(), "headers": headers, "body": string(b)})
 		cmd := exec.Command(node, "testdata/verify.cjs")
+		cmd.Env = env
 		cmd.Stdin = bytes.NewReader(in)
 		out, err := cmd.CombinedOutput()
 		return strings.TrimSpace(string(out)), err

@@ -289,4 +289,3 @@ func TestBody(t *testing.T) {
 		})
 	}
 }
-
