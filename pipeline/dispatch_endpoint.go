@@ -219,6 +219,10 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	if dec.Topic != "" {
 		out = append(out, deliveryRecord(dec.Topic, it.rec, &dec.Meta))
 	}
+	if dec.Topic == d.o.Topics.DLQ {
+		d.o.Logger.Info("dispatch: delivery to the DLQ", "endpoint", ep.ID, "delivery", it.meta.DeliveryID,
+			"event", it.meta.EventID, "outcome", dec.Outcome, "attempt", it.meta.Attempt, "error", res.ErrorClass)
+	}
 	if dec.Disable {
 		st := endpoints.Status{
 			State:         endpoints.Disabled,
@@ -228,6 +232,7 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 			ConfigVersion: ep.Version,
 		}
 		if b, err := json.Marshal(&st); err == nil && st.Validate() == nil {
+			d.o.Logger.Warn("dispatch: disabling endpoint", "endpoint", ep.ID, "reason", st.Reason, "detail", st.Detail)
 			out = append(out, &kgo.Record{Topic: d.o.Topics.EndpointStatus, Key: []byte(ep.ID), Value: b})
 		} else {
 			d.o.Logger.Error("dispatch: endpoint status not written", "endpoint", ep.ID, "err", errors.Join(err, st.Validate()))

@@ -62,6 +62,13 @@ type TopicLayout struct {
 
 func ptr(s string) *string { return &s }
 
+// EnsureEndpointTopics creates the endpoints and endpoint-status topics when
+// missing: what the endpoint CLI needs before its first write. Only
+// ReplicationFactor and MinInsyncReplicas of l are used.
+func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout) error {
+	return EnsureTopics(ctx, adm, Topics{Endpoints: t.Endpoints, EndpointStatus: t.EndpointStatus}, l)
+}
+
 // EnsureTopics creates the missing topics of t with layout l and verifies the
 // existing deliveries topic has exactly l.Partitions partitions. It fails,
 // naming the topic, on any creation error other than "already exists", and
@@ -107,6 +114,9 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 	}
 	var errs []error
 	for _, s := range specs {
+		if s.name == "" {
+			continue // not asked for
+		}
 		resp, err := adm.CreateTopic(ctx, s.partitions, l.ReplicationFactor, s.cfg, s.name)
 		if err == nil {
 			err = resp.Err
@@ -120,7 +130,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 	}
 	// A topic created a moment ago may not be in the broker's metadata yet
 	// (or be listed with no partitions): poll until it is.
-	for {
+	for t.Deliveries != "" {
 		md, err := adm.ListTopics(ctx, t.Deliveries)
 		if err != nil {
 			return fmt.Errorf("describe topic %s: %w", t.Deliveries, err)

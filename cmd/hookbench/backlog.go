@@ -1,8 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -16,6 +16,8 @@ type BacklogPoint struct {
 	RSSMiB       float64 `json:"rss_mib"`        // mean over five samples once caught up
 	HeapInuseMiB float64 `json:"heap_inuse_mib"` // Go heap in use (go_memstats_heap_inuse_bytes) at the end of those samples
 	Goroutines   float64 `json:"goroutines"`
+	RelayBuffer  float64 `json:"relay_buffered"` // records the retry relay holds in memory (hookrelay_retry_relay_buffered)
+	Backlog      float64 `json:"dispatch_backlog"`
 	PeakRSSMiB   float64 `json:"peak_rss_mib_so_far"`
 	Parked       float64 `json:"parked"`
 	CaughtUp     bool    `json:"caught_up"`
@@ -37,6 +39,7 @@ type BacklogResult struct {
 	HealthyLatency    Dist                   `json:"healthy_latency_while_growing"`
 	DeadProducePerSec float64                `json:"dead_produce_per_s"`
 	Processes         map[string]procFigures `json:"processes"`
+	KafkaProbe        ProbeResult            `json:"kafka_probe"` // while the backlog grew
 	Check             Check                  `json:"check"`
 }
 
@@ -123,6 +126,7 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 	res.HealthyRatio = ratio(res.HealthyPerSec, o.s6HealthyRate)
 	res.HealthyLatency = summarize(rs.latencies(from, growEnd))
 	res.Processes = e.cpuReport(start, growEnd)
+	res.KafkaProbe = e.probe.Result(start, growEnd)
 	if err := b.waitDelivered(ctx, e, rs, int64(healthyN), 3*time.Minute); err != nil {
 		b.logf("  healthy endpoints: %v", err)
 	}
@@ -135,6 +139,7 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 	b.logf("  => RSS %.0f MiB at %d pending, %.0f MiB at %d pending (ratio %.2f, bounded %v; Go heap ratio %.2f); healthy %.0f/s of %g offered while growing (p99 %.0f ms); check %s",
 		res.First.RSSMiB, res.First.Pending, res.Last.RSSMiB, res.Last.Pending, res.RSSRatio, res.Bounded, res.HeapRatio,
 		res.HealthyPerSec, o.s6HealthyRate, res.HealthyLatency.P99, checkWord(res.Check))
+	b.logf("     CPU while growing (cores): %s; %s", coresLine(res.Processes), res.KafkaProbe)
 	return res, nil
 }
 
@@ -181,8 +186,10 @@ func (b *bench) backlogPoint(ctx context.Context, e *env, pending int, start tim
 		e.profile(ctx, "heap-"+strconv.Itoa(pending), "/debug/pprof/heap?gc=1")
 	}
 	p.Goroutines = e.metric("go_goroutines")
-	b.logf("  %d pending (caught up %v after %.0fs): RSS %.0f MiB (peak so far %.0f), Go heap in use %.0f MiB, %0.f goroutines, parked %.0f",
-		pending, p.CaughtUp, p.ReachedAfter, p.RSSMiB, p.PeakRSSMiB, p.HeapInuseMiB, p.Goroutines, p.Parked)
+	p.RelayBuffer = e.metric("hookrelay_retry_relay_buffered")
+	p.Backlog = e.metric("hookrelay_dispatch_backlog")
+	b.logf("  %d pending (caught up %v after %.0fs): RSS %.0f MiB (peak so far %.0f), Go heap in use %.0f MiB, %0.f goroutines, parked %.0f, dispatch backlog %.0f, relay buffered %.0f",
+		pending, p.CaughtUp, p.ReachedAfter, p.RSSMiB, p.PeakRSSMiB, p.HeapInuseMiB, p.Goroutines, p.Parked, p.Backlog, p.RelayBuffer)
 	if !p.CaughtUp {
 		b.logf("  WARNING: hookrelay did not catch up with %d pending within %s", pending, b.o.drainTimeout)
 	}

@@ -116,8 +116,9 @@ type env struct {
 	logPath  string
 	dropAlso []string // more databases to drop in cleanup
 
-	hr  *proc
-	smp *sampler
+	hr    *proc
+	smp   *sampler
+	probe *kafkaProbe
 
 	mmu     sync.Mutex
 	mAt     []time.Time
@@ -135,6 +136,7 @@ var trackedMetrics = []string{
 	"hookrelay_audit_sink_records_total",
 	"hookrelay_audit_sink_lag",
 	"hookrelay_retry_relay_records_total",
+	"hookrelay_retry_relay_buffered",
 	"go_memstats_heap_inuse_bytes",
 	"go_goroutines",
 }
@@ -263,6 +265,9 @@ func (e *env) start(ctx context.Context, more ...string) error {
 		pids[k] = v
 	}
 	e.smp = newSampler(e.b.o.sample, pids, e.scrape)
+	if e.probe, err = e.startProbe(ctx, 100*time.Millisecond); err != nil {
+		e.b.logf("  Kafka probe not started: %v", err)
+	}
 	return nil
 }
 
@@ -363,6 +368,7 @@ func (e *env) stop() error {
 	if e.hr == nil {
 		return nil
 	}
+	e.probe.Stop()
 	err := e.hr.stop(60 * time.Second)
 	if e.smp != nil {
 		e.smp.Stop()
@@ -416,6 +422,30 @@ func (e *env) dump(rs receivers) {
 	e.b.logf("  latency samples in %s", path)
 }
 
+// waitDeleted waits (bounded by ctx) until the deleted topics are gone from
+// the metadata, so the next scenario does not start while the broker is
+// still busy removing hundreds of partitions.
+func (e *env) waitDeleted(ctx context.Context, topics []string) {
+	for ctx.Err() == nil {
+		md, err := e.b.adm.ListTopics(ctx, topics...)
+		if err == nil {
+			left := 0
+			for _, t := range md.Sorted() {
+				if t.Err == nil {
+					left++
+				}
+			}
+			if left == 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // profile saves one of hookrelay's pprof endpoints to
 // <run-dir>/<scenario>-<name>.pprof (look with `go tool pprof -top`).
 func (e *env) profile(ctx context.Context, name, path string) {
@@ -462,6 +492,8 @@ func (e *env) cleanup(ctx context.Context) {
 		if len(mine) > 0 {
 			if _, err := e.b.adm.DeleteTopics(ctx, mine...); err != nil {
 				e.b.logf("  cleanup: delete topics of %s: %v", e.prefix, err)
+			} else {
+				e.waitDeleted(ctx, mine)
 			}
 		}
 	}

@@ -23,6 +23,7 @@ type LatencyResult struct {
 	HookrelayCores  float64                `json:"hookrelay_cores"`
 	PeakRSSMiB      float64                `json:"hookrelay_peak_rss_mib"`
 	Processes       map[string]procFigures `json:"processes"`
+	KafkaProbe      ProbeResult            `json:"kafka_probe"`
 	Check           Check                  `json:"check"`
 }
 
@@ -72,6 +73,7 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 	res.Latency = summarize(rs.latencies(from, to))
 	res.DeliveredPerSec = round1(float64(countBetween(rs.completions(), from, to)) / to.Sub(from).Seconds())
 	res.Processes = e.cpuReport(from, to)
+	res.KafkaProbe = e.probe.Result(from, to)
 	res.HookrelayCores = res.Processes["hookrelay"].Cores
 	res.PeakRSSMiB = res.Processes["hookrelay"].PeakRSSMiB
 	quiesce(ctx, rs, time.Second, 30*time.Second)
@@ -82,7 +84,7 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 	}
 	b.logf("  => latency p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms (%d events); %.0f delivered/s; hookrelay %.2f cores; check %s",
 		res.Latency.P50, res.Latency.P99, res.Latency.P999, res.Latency.Max, res.Latency.N, res.DeliveredPerSec, res.HookrelayCores, checkWord(res.Check))
-	b.logf("     CPU in window (cores): %s", coresLine(res.Processes))
+	b.logf("     CPU in window (cores): %s; %s", coresLine(res.Processes), res.KafkaProbe)
 	return res, nil
 }
 
@@ -130,6 +132,7 @@ type IsolationRun struct {
 	HungPeakLive      int64                  `json:"hung_peak_in_flight_live"` // the same, not counting requests older than the timeout (abandoned by the client, not yet noticed by the server)
 	HookrelayCores    float64                `json:"hookrelay_cores"`
 	Processes         map[string]procFigures `json:"processes"`
+	KafkaProbe        ProbeResult            `json:"kafka_probe"`
 	Check             Check                  `json:"check"`
 }
 
@@ -268,6 +271,7 @@ func (b *bench) runIsolation(ctx context.Context, key string, hung, naive bool) 
 	run.FastP99Bound = percentileMs(censored, 99)
 	run.FastPerSec = round1(float64(countBetween(rs.completions(), from, to)) / to.Sub(from).Seconds())
 	run.Processes = e.cpuReport(from, to)
+	run.KafkaProbe = e.probe.Result(from, to)
 	run.HookrelayCores = run.Processes["hookrelay"].Cores
 
 	// Quiesce: nothing may be in flight when rows are counted.
@@ -297,6 +301,7 @@ func (b *bench) runIsolation(ctx context.Context, key string, hung, naive bool) 
 	b.logf("  => fast endpoints: %.0f delivered/s, p50 %.1f ms, p99 %.1f ms (%d of %d window events delivered; p99 counting the rest >= %.0f ms); hung: %d requests, peak %d in flight (%d live); check %s",
 		run.FastPerSec, run.FastLatency.P50, run.FastLatency.P99, run.FastLatency.N, run.FastOfferedInWin, run.FastP99Bound,
 		run.HungRequests, run.HungPeakInFlight, run.HungPeakLive, checkWord(run.Check))
+	b.logf("     CPU in window (cores): %s; %s", coresLine(run.Processes), run.KafkaProbe)
 	return run, nil
 }
 

@@ -40,6 +40,11 @@
 // net/http servers, one port per endpoint, that verify every
 // -verify-every-th signature with the Standard Webhooks reference library.
 //
+// Other flags: -profile saves hookrelay's CPU and allocation profiles
+// (scenario 1) and live-heap profiles at scenario 6's marks; -dump writes the
+// paced scenarios' latency samples as CSV; -purge deletes what earlier runs
+// left behind (-keep, interrupted runs) and exits.
+//
 // Exit status: 0 when every scenario ran and every check passed; 1
 // otherwise (the JSON line is printed either way).
 package main
@@ -73,6 +78,7 @@ type options struct {
 	sample       time.Duration
 	progress     time.Duration
 	keep         bool
+	purge        bool
 	dump         bool
 	profile      time.Duration
 	verifyEvery  int
@@ -123,6 +129,7 @@ func main() {
 	fs.DurationVar(&o.sample, "sample", time.Second, "CPU/RSS/metrics sampling interval")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "progress line interval")
 	fs.BoolVar(&o.keep, "keep", false, "keep each scenario's topics and database")
+	fs.BoolVar(&o.purge, "purge", false, "delete the topics and databases earlier runs left (-keep, interrupted runs), then exit")
 	fs.DurationVar(&o.profile, "profile", 0, "scenario 1: save a CPU profile of hookrelay this long (from 10 % delivered) and an allocation profile to <run-dir>; 0: none")
 	fs.BoolVar(&o.dump, "dump", false, "write each paced scenario's latency samples to <run-dir>/<scenario>-latency.csv")
 	fs.IntVar(&o.verifyEvery, "verify-every", 10, "receivers verify every n-th request's signature (1: all)")
@@ -267,6 +274,9 @@ func run(ctx context.Context, o options) (*Report, error) {
 		return nil, err
 	}
 	defer b.Close()
+	if o.purge {
+		return &Report{Hookbench: "1", Mode: "purge", RunID: b.runID, OK: true}, b.purge(ctx)
+	}
 	if o.runDir == "" {
 		o.runDir = filepath.Join(".local", "bench", b.runID)
 	}
@@ -345,6 +355,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 				rep.Summary["isolation_fast_throughput_ratio"] = r.ThroughputRatio
 				if h := r.Runs["hookrelay_hung"]; h != nil {
 					rep.Summary["isolation_hung_peak_in_flight"] = h.HungPeakInFlight
+					rep.Summary["isolation_hung_peak_in_flight_live"] = h.HungPeakLive
 				}
 			}
 			if want["4"] {
@@ -352,6 +363,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 				rep.Summary["naive_fast_throughput_ratio"] = r.NaiveThruRatio
 				if h := r.Runs["naive_hung"]; h != nil {
 					rep.Summary["naive_hung_peak_in_flight"] = h.HungPeakInFlight
+					rep.Summary["naive_hung_peak_in_flight_live"] = h.HungPeakLive
 					rep.Summary["naive_fast_delivered_fraction"] = h.FastDeliveredFrac
 				}
 			}

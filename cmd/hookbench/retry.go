@@ -21,6 +21,7 @@ type RetryResult struct {
 	Unmatched     int             `json:"retries_unmatched"` // rows without a matching arrival (must be 0)
 	Lateness      Dist            `json:"lateness"`          // arrival at the receiver minus next_attempt_at of the previous attempt
 	ByAttempt     map[string]Dist `json:"lateness_by_attempt"`
+	KafkaProbe    ProbeResult     `json:"kafka_probe"`
 	Check         Check           `json:"check"`
 }
 
@@ -63,9 +64,11 @@ func (b *bench) runRetry(ctx context.Context) (*RetryResult, error) {
 	}
 	n := len(produced)
 	res.Events = n
+	probeFrom := time.Now().Add(-o.s5Duration)
 	if err := b.waitDelivered(ctx, e, rs, int64(n), 3*time.Minute); err != nil {
 		return nil, err
 	}
+	res.KafkaProbe = e.probe.Result(probeFrom, time.Now())
 	quiesce(ctx, rs, time.Second, 30*time.Second)
 	res.Check = e.checkAttempts(ctx, rs, o.checkTimeout)
 
@@ -118,6 +121,7 @@ func (b *bench) runRetry(ctx context.Context) (*RetryResult, error) {
 	}
 	b.logf("  => %d retries: lateness min %.1f ms, p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d early (negative); %d unmatched; check %s",
 		res.Retries, res.Lateness.Min, res.Lateness.P50, res.Lateness.P99, res.Lateness.Max, res.Lateness.Below, res.Unmatched, checkWord(res.Check))
+	b.logf("     %s", res.KafkaProbe)
 	labels := slices.Sorted(maps.Keys(res.ByAttempt))
 	for _, label := range labels {
 		d := res.ByAttempt[label]

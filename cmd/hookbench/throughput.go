@@ -51,6 +51,7 @@ type ThroughputResult struct {
 	Duplicates       int64                  `json:"duplicate_deliveries"`
 	Connections      int64                  `json:"connections_opened"` // TCP connections the receivers accepted: re-dials show here
 	Processes        map[string]procFigures `json:"processes"`
+	KafkaProbe       ProbeResult            `json:"kafka_probe"` // broker transaction latency in the window
 	Check            Check                  `json:"check"`
 }
 
@@ -149,6 +150,7 @@ func (b *bench) runThroughput(ctx context.Context, github bool) (*ThroughputResu
 	res.DeliveriesPerSec = round1(w.Rate())
 	res.WindowSeconds, res.WindowCount = round1(w.Seconds()), w.Count
 	res.Processes = e.cpuReport(w.Start, w.End)
+	res.KafkaProbe = e.probe.Result(w.Start, w.End)
 	hr := res.Processes["hookrelay"]
 	res.HookrelayCores = hr.Cores
 	if w.Count > 0 {
@@ -171,7 +173,7 @@ func (b *bench) runThroughput(ctx context.Context, github bool) (*ThroughputResu
 	}
 	b.logf("  => %.0f deliveries/s sustained (%d in %.1fs window); hookrelay %.2f CPU-s per 1000, %.2f cores, peak RSS %.0f MiB; sink %.0f rows/s; %d connections opened; check %s",
 		res.DeliveriesPerSec, res.WindowCount, res.WindowSeconds, res.CPUPer1000, res.HookrelayCores, res.PeakRSSMiB, res.SinkRowsPerSec, res.Connections, checkWord(res.Check))
-	b.logf("     CPU in window (cores): %s", coresLine(res.Processes))
+	b.logf("     CPU in window (cores): %s; %s", coresLine(res.Processes), res.KafkaProbe)
 	return res, nil
 }
 

@@ -26,14 +26,14 @@ import (
 func endpointsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "endpoints", Short: "Manage webhook endpoints (add, list, get, update, disable, enable, delete)"}
 	addFlags(cmd.PersistentFlags(), "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user",
-		"kafka-sasl-password", "topic-prefix", "partitions", "replication-factor", "min-insync-replicas", "retry-schedule")
+		"kafka-sasl-password", "topic-prefix", "replication-factor", "min-insync-replicas")
 
 	add := &cobra.Command{
 		Use:   "add --id ID --url URL [--secret whsec_…] [--events a.b,c.*] [--tenant T] [--rate 10] [--max-in-flight 4]",
 		Short: "Create an endpoint; prints the generated secret once when none is given",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				e, generated, err := endpointFromFlags(cmd.Flags(), nil)
 				if err != nil {
 					return err
@@ -54,9 +54,13 @@ func endpointsCmd() *cobra.Command {
 	update := &cobra.Command{
 		Use:   "update --id ID [--url URL] [--secret whsec_… --secret-overlap 24h] [--events …] [--tenant T] [--rate R] [--max-in-flight N]",
 		Short: "Change an endpoint; a new --secret keeps the old one signing for --secret-overlap",
-		Args:  cobra.NoArgs,
+		Long: `Change an endpoint: only the flags given change. A new --secret is added and
+the previous secrets keep signing for --secret-overlap (rotation without a gap).
+An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
+"endpoints enable" to resume it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				id, _ := cmd.Flags().GetString("id")
 				cur, err := s.Get(ctx, id)
 				if err != nil {
@@ -127,7 +131,7 @@ func endpointsCmd() *cobra.Command {
 		Short: "Stop deliveries to an endpoint (queued ones are recorded as abandoned)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				e, err := s.Disable(ctx, args[0], reason)
 				if err != nil {
 					return err
@@ -143,7 +147,7 @@ func endpointsCmd() *cobra.Command {
 		Short: "Resume deliveries to an endpoint (also clears a disable by the pipeline, e.g. after 410)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				e, err := s.Enable(ctx, args[0])
 				if err != nil {
 					return err
@@ -158,7 +162,7 @@ func endpointsCmd() *cobra.Command {
 		Short: "Delete an endpoint (queued deliveries are recorded as abandoned)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				if err := s.Delete(ctx, args[0]); err != nil {
 					return err
 				}
@@ -189,7 +193,17 @@ func endpointFlags(fs *pflag.FlagSet, create bool) {
 func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.Endpoint, bool, error) {
 	e := &endpoints.Endpoint{}
 	if cur != nil {
+		if !anyChanged(fs, "url", "secret", "events", "tenant", "rate", "max-in-flight", "timeout", "connect-timeout") {
+			return nil, false, errors.New("nothing to update: give at least one of --url, --secret, --events, --tenant, --rate, --max-in-flight, --timeout, --connect-timeout")
+		}
 		e = cur.Clone()
+		// Any config write supersedes a disable the pipeline decided on an
+		// earlier version (e.g. 410 Gone). An update is not an enable: keep
+		// such an endpoint disabled, as the operator's own disable, until
+		// `endpoints enable`.
+		if st, reason := cur.EffectiveStatus(); st == endpoints.Disabled && e.Status != endpoints.Disabled {
+			e.Status, e.DisabledReason = endpoints.Disabled, reason
+		}
 		e.PipelineStatus = nil
 	}
 	id, _ := fs.GetString("id")
@@ -204,6 +218,9 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 		}
 	}
 	generated := false
+	if fs.Changed("secret-overlap") && !fs.Changed("secret") {
+		return nil, false, errors.New("--secret-overlap goes with --secret (the new secret whose predecessors it keeps signing)")
+	}
 	if secret, _ := fs.GetString("secret"); secret != "" {
 		if err := endpoints.ParseSecret(secret); err != nil {
 			return nil, false, fmt.Errorf("invalid --secret: %w", err)
@@ -222,11 +239,13 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 		e.Secrets = []endpoints.Secret{{Value: endpoints.NewSecret()}}
 		generated = true
 	}
-	if fs.Changed("events") || cur == nil {
+	if fs.Changed("events") {
 		e.EventTypes, _ = fs.GetStringSlice("events")
 		if len(e.EventTypes) == 0 {
-			e.EventTypes = []string{endpoints.WildcardAll}
+			return nil, false, errors.New(`invalid --events: empty; give event types, or "*" for all`)
 		}
+	} else if cur == nil {
+		e.EventTypes = []string{endpoints.WildcardAll}
 	}
 	if fs.Changed("tenant") {
 		e.TenantID, _ = fs.GetString("tenant")
@@ -252,9 +271,66 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 	return e, generated, nil
 }
 
-// withStore connects, makes sure the topics exist, runs an endpoints view
-// until fn returns, and stops it.
+func anyChanged(fs *pflag.FlagSet, names ...string) bool {
+	for _, n := range names {
+		if fs.Changed(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// flagOf maps an endpoint field, as named in validation errors, to its flag.
+var flagOf = map[string]string{
+	"id": "--id", "url": "--url", "secrets": "--secret", "event_types": "--events", "tenantid": "--tenant",
+	"rate_per_sec": "--rate", "max_in_flight": "--max-in-flight", "timeout": "--timeout",
+	"connect_timeout": "--connect-timeout", "disabled_reason": "--reason",
+}
+
+// flagErrors rewrites endpoint validation errors to name the flags.
+func flagErrors(err error) error {
+	var fe *endpoints.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	var lines []string
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if errors.As(err, &fe) {
+			field, _, _ := strings.Cut(fe.Field, "[")
+			if f, ok := flagOf[field]; ok {
+				lines = append(lines, fmt.Sprintf("invalid %s: %s", f, fe.Problem))
+				return
+			}
+			lines = append(lines, fe.Error())
+			return
+		}
+		if u := errors.Unwrap(err); u != nil {
+			walk(u)
+		}
+	}
+	walk(err)
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// withStore connects, runs an endpoints view until fn returns, and stops
+// it. Writing commands first create the endpoints and endpoint-status topics
+// when missing (`run` creates the rest); reading ones create nothing.
 func withStore(cmd *cobra.Command, fn func(context.Context, *endpoints.Store) error) error {
+	return withStoreMode(cmd, false, fn)
+}
+
+func withWritableStore(cmd *cobra.Command, fn func(context.Context, *endpoints.Store) error) error {
+	return withStoreMode(cmd, true, fn)
+}
+
+func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *endpoints.Store) error) error {
 	cfg, err := loadConfig(cmd.Flags())
 	if err != nil {
 		return err
@@ -271,15 +347,21 @@ func withStore(cmd *cobra.Command, fn func(context.Context, *endpoints.Store) er
 		return err
 	}
 	defer admin.Close()
-	policy, err := pipeline.NewRetryPolicy(cfg.RetrySchedule, topics, cfg.QueueTTL)
-	if err != nil {
-		return fmt.Errorf("invalid --retry-schedule (HOOKRELAY_RETRY_SCHEDULE): %w", err)
+	if !write {
+		md, err := kadm.NewClient(admin).ListTopics(ctx, topics.Endpoints)
+		if err != nil {
+			return fmt.Errorf("list topics: %w", err)
+		}
+		if !md.Has(topics.Endpoints) {
+			return fmt.Errorf("no endpoints: topic %s does not exist (wrong --topic-prefix? `hookrelay endpoints add` creates it)", topics.Endpoints)
+		}
 	}
-	if err := pipeline.EnsureTopics(ctx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
-		Partitions: cfg.Partitions, ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
-		TierTopics: policy.Tiers().Topics(),
-	}); err != nil {
-		return fmt.Errorf("topics: %w", err)
+	if write {
+		if err := pipeline.EnsureEndpointTopics(ctx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
+			ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
+		}); err != nil {
+			return fmt.Errorf("topics: %w", err)
+		}
 	}
 	view, err := endpoints.NewView(endpoints.Config{ClientOpts: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus})
 	if err != nil {
@@ -288,7 +370,7 @@ func withStore(cmd *cobra.Command, fn func(context.Context, *endpoints.Store) er
 	vctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- view.Run(vctx) }()
-	err = fn(ctx, endpoints.NewStore(view))
+	err = flagErrors(fn(ctx, endpoints.NewStore(view)))
 	stop()
 	if verr := <-done; err == nil && verr != nil && !errors.Is(verr, context.Canceled) {
 		err = verr
@@ -296,8 +378,28 @@ func withStore(cmd *cobra.Command, fn func(context.Context, *endpoints.Store) er
 	return err
 }
 
+// printEndpoint prints e as stored (secrets masked), plus what the view
+// knows beyond it: the config version, the effective status and the
+// pipeline's own status record.
 func printEndpoint(w io.Writer, e *endpoints.Endpoint) error {
+	b, err := json.Marshal(e.Masked())
+	if err != nil {
+		return err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return err
+	}
+	st, reason := e.EffectiveStatus()
+	obj["effective_status"] = st
+	if reason != "" {
+		obj["effective_reason"] = reason
+	}
+	if e.PipelineStatus != nil {
+		obj["pipeline_status"] = e.PipelineStatus
+	}
+	obj["version"] = e.Version
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(e.Masked())
+	return enc.Encode(obj)
 }

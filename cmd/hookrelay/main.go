@@ -34,7 +34,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd())
+	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd())
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "hookrelay:", err)
 		os.Exit(1)
@@ -86,11 +86,16 @@ func logCmd() *cobra.Command {
 			if endpoint == "" {
 				return fmt.Errorf("--endpoint is required")
 			}
-			store, err := openStore(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
+			// Read only: no migration, so a mistyped database is an error,
+			// not a new empty one.
+			store, err := audit.NewClickHouse(cmd.Context(), audit.ClickHouseOptions{DSN: cfg.ClickHouseDSN})
 			if err != nil {
-				return err
+				return fmt.Errorf("clickhouse (--clickhouse, HOOKRELAY_CLICKHOUSE): %w", err)
 			}
 			defer store.Close()
+			if v, err := store.SchemaVersion(cmd.Context()); err != nil || v == 0 {
+				return fmt.Errorf("no delivery log in database %q (schema version %d, %v): check --clickhouse (HOOKRELAY_CLICKHOUSE)", store.Database(), v, err)
+			}
 			rows, err := store.Log(cmd.Context(), audit.Query{EndpointID: endpoint, EventID: event, Limit: limit})
 			if err != nil {
 				return err

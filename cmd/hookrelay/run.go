@@ -60,7 +60,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 
 	// Metrics: OpenTelemetry, exported in the Prometheus format.
-	exporter, err := prometheus.New()
+	exporter, err := prometheus.New(prometheus.WithoutScopeInfo())
 	if err != nil {
 		return fmt.Errorf("metrics exporter: %w", err)
 	}
@@ -242,11 +242,13 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
-	log.Info("hookrelay starting", "http", ln.Addr().String(), "brokers", cfg.Brokers, "prefix", topics.Prefix)
+	log.Info("hookrelay starting", "http", ln.Addr().String(), "brokers", cfg.Brokers, "prefix", topics.Prefix,
+		"retry_schedule", cfg.RetrySchedule.String(), "queue_ttl", cfg.QueueTTL.String())
 	err = g.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil
 	}
+	log.Info("hookrelay stopped", "err", err)
 	return err
 }
 
@@ -278,7 +280,7 @@ func opsHandler(ready *atomic.Bool) http.Handler {
 func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*audit.ClickHouse, error) {
 	store, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: cfg.ClickHouseDSN})
 	if err != nil {
-		return nil, fmt.Errorf("invalid --clickhouse (HOOKRELAY_CLICKHOUSE): %w", err)
+		return nil, fmt.Errorf("clickhouse (--clickhouse, HOOKRELAY_CLICKHOUSE): %w", err)
 	}
 	applied, err := store.Migrate(ctx)
 	if err != nil {

@@ -1,0 +1,545 @@
+package pipeline
+
+// Review tests: each one fails on a defect found in the review of the
+// dispatcher and fan-out (see the review report), or pins behaviour the
+// report asks to keep. They run against kfake or no Kafka at all.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/ratelimit"
+	"github.com/hookrelay/hookrelay/retrytiers"
+)
+
+// funcAttempter adapts a function to Attempter.
+type funcAttempter func(ctx context.Context, ep *endpoints.Endpoint, m *retrytiers.Meta, now time.Time) AttemptResult
+
+func (f funcAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+	return f(ctx, ep, m, now)
+}
+
+// reviewCluster starts kfake with every topic of prefix (partitions each)
+// and returns it with the topics and the default-schedule policy.
+func reviewCluster(t *testing.T, prefix string, partitions int32) (*kfake.Cluster, kgo.Opt, Topics, *RetryPolicy) {
+	t.Helper()
+	topics := NewTopics(prefix)
+	policy, err := NewRetryPolicy(retrytiers.DefaultSchedule(), topics, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]string{topics.Events, topics.Invalid, topics.Deliveries, topics.DLQ, topics.Attempts, topics.EndpointStatus}, policy.Tiers().Topics()...)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, all...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, kgo.SeedBrokers(c.ListenAddrs()...), topics, policy
+}
+
+// startDispatcher runs a dispatcher until the returned stop is called (or
+// its client is closed). stop returns Run's error.
+func startDispatcher(t *testing.T, o DispatcherOptions) (*Dispatcher, func() error) {
+	t.Helper()
+	if o.FlushInterval == 0 {
+		o.FlushInterval = 20 * time.Millisecond
+	}
+	if o.Attempts == nil {
+		o.Attempts = &memAttempts{}
+	}
+	d, err := NewDispatcher(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return d, stop
+}
+
+func deliveryRec(topic, ep, id string) *kgo.Record {
+	m := retrytiers.Meta{DeliveryID: id, WebhookID: "msg_" + id, EndpointID: ep, Attempt: 1}
+	return &kgo.Record{Topic: topic, Partition: 0, Key: []byte(ep), Value: []byte(`{}`), Headers: m.Headers()}
+}
+
+// committedAt returns the group's committed offset and metadata of
+// topic/0, or -1.
+func committedAt(adm *kadm.Client, group, topic string) (int64, string) {
+	os, err := adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		return -1, ""
+	}
+	o, ok := os.Lookup(topic, 0)
+	if !ok {
+		return -1, ""
+	}
+	return o.At, o.Metadata
+}
+
+// eventually polls cond until it holds or d passes.
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising
+	}
+	return true
+}
+
+// TestReviewTruncatedCommitMetadataForksFollowUps: finished offsets above
+// the committed one are listed in the commit metadata only up to 3 KiB, but
+// the follow-up records of ALL finished deliveries are committed. A delivery
+// whose offset fell off the metadata therefore has its tier record live
+// while its source record is not retired: the next owner attempts it again
+// and parks a second tier record. Two live copies of one delivery (a fork).
+//
+// Layout: a hung endpoint and a failing one alternate on one partition, so
+// every failed delivery is its own run in the metadata (about 1150 fit).
+func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
+	c, seeds, topics, policy := reviewCluster(t, "rf.", 1)
+	_ = c
+	const pairs = 1400
+	eps := fakeEndpoints{"hung": testEndpoint("hung", 1), "flaky": testEndpoint("flaky", 1000)}
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var recs []*kgo.Record
+	for i := 0; i < pairs; i++ {
+		recs = append(recs, deliveryRec(topics.Deliveries, "hung", fmt.Sprint("h", i)), deliveryRec(topics.Deliveries, "flaky", fmt.Sprint("f", i)))
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	fail503 := func(now time.Time) AttemptResult {
+		return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 503, Outcome: audit.RetryScheduled, ErrorClass: "http_503"}
+	}
+	opts := func(att Attempter) DispatcherOptions {
+		return DispatcherOptions{
+			ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+			Topics:     topics, Group: "rf.dispatch", TransactionalID: "rf.dispatch-test",
+			Endpoints: eps, Attempter: att, Policy: policy,
+			EndpointBacklog: 10 * pairs, PartitionBacklog: 100 * pairs,
+		}
+	}
+	d1, _ := startDispatcher(t, opts(funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, m *retrytiers.Meta, now time.Time) AttemptResult {
+		if ep.ID == "hung" {
+			<-ctx.Done()
+			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "canceled"}
+		}
+		return fail503(now)
+	})))
+
+	// Count live (committed) tier records per delivery.
+	tier := policy.Tiers().Topics()[0]
+	rd, err := kgo.NewClient(seeds, kgo.ConsumeTopics(tier), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	live := map[string]int{}
+	total := 0
+	poll := func(wait time.Duration) int {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		n := 0
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			m, err := retrytiers.ParseMeta(r.Headers)
+			if err != nil {
+				t.Errorf("tier record: %v", err)
+				return
+			}
+			live[m.DeliveryID]++
+			total++
+			n++
+		})
+		return n
+	}
+	if !eventually(30*time.Second, func() bool { poll(200 * time.Millisecond); return total >= pairs }) {
+		t.Fatalf("first dispatcher committed %d tier records; want %d", total, pairs)
+	}
+	adm := kadm.NewClient(prod)
+	at, meta := committedAt(adm, "rf.dispatch", topics.Deliveries)
+	ranges, err := decodeDoneAbove(at, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := 0
+	for _, r := range ranges {
+		covered += int(r.to - r.from)
+	}
+	t.Logf("commit %d; metadata %d bytes lists %d of %d finished deliveries", at, len(meta), covered, pairs)
+
+	// Crash the first owner; a second one takes over and finishes.
+	d1.sess.Client().Close()
+	_, stop2 := startDispatcher(t, opts(funcAttempter(func(_ context.Context, ep *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+		if ep.ID == "hung" {
+			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
+		}
+		return fail503(now)
+	})))
+	if !eventually(30*time.Second, func() bool { at, _ := committedAt(adm, "rf.dispatch", topics.Deliveries); return at == 2*pairs }) {
+		t.Fatal("second dispatcher did not commit to the end")
+	}
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	for poll(2*time.Second) > 0 {
+	}
+	forked := 0
+	for id, n := range live {
+		if n > 1 {
+			forked++
+			if forked <= 3 {
+				t.Errorf("delivery %s has %d live tier records; want 1", id, n)
+			}
+		}
+	}
+	if forked > 0 {
+		t.Errorf("%d of %d deliveries forked: their tier record was committed while their offset was neither committed nor in the (truncated) commit metadata", forked, pairs)
+	}
+}
+
+// TestReviewAbortWhilePausedStallsPartition: a partition paused for its
+// backlog (PartitionBacklog) is rewound by an aborted transaction. flush
+// then skips it (franz-go proposes nothing until it re-fetches) before
+// reaching the resume check, and a paused partition never re-fetches: it
+// is never resumed and never commits again.
+func TestReviewAbortWhilePausedStallsPartition(t *testing.T) {
+	c, seeds, topics, policy := reviewCluster(t, "rs.", 1)
+	// Abort the first transaction that commits offsets, as a rebalance
+	// would (REBALANCE_IN_PROGRESS is abortable).
+	var injected atomic.Bool
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.TxnOffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.Version = req.Version
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.RebalanceInProgress.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		injected.Store(true)
+		return resp, nil, true
+	})
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var recs []*kgo.Record
+	for i := 0; i < 5; i++ {
+		recs = append(recs, deliveryRec(topics.Deliveries, "hung", fmt.Sprint("h", i)))
+	}
+	recs = append(recs, deliveryRec(topics.Deliveries, "fast", "f0"))
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil { // one batch: one fetch
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	d, _ := startDispatcher(t, DispatcherOptions{
+		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics:     topics, Group: "rs.dispatch", TransactionalID: "rs.dispatch-test",
+		Endpoints: fakeEndpoints{"hung": testEndpoint("hung", 1), "fast": testEndpoint("fast", 4)},
+		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+			if ep.ID == "hung" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
+		}),
+		Policy:           policy,
+		PartitionBacklog: 3,
+	})
+	paused := func() bool { return len(d.sess.Client().PauseFetchPartitions(nil)[topics.Deliveries]) == 1 }
+	waitFor(t, "partition paused and a transaction aborted", func() bool { return injected.Load() && paused() })
+	close(release) // the backlog drains to zero
+
+	adm := kadm.NewClient(prod)
+	if !eventually(10*time.Second, func() bool { at, _ := committedAt(adm, "rs.dispatch", topics.Deliveries); return at == 6 }) {
+		at, _ := committedAt(adm, "rs.dispatch", topics.Deliveries)
+		t.Fatalf("partition stalled after an abort while paused: committed offset %d, want 6; still paused: %v", at, paused())
+	}
+}
+
+// TestReviewBurstParksHealthyEndpointForHours: the park delay doubles per
+// delivery parked since the endpoint's queue last drained, so one burst past
+// EndpointBacklog parks the tenth and later deliveries for the longest tier
+// (6 h) although the endpoint is healthy and drains its queue in
+// milliseconds. The back-off belongs to a delivery parked again and again
+// (Meta.Parks) or to the endpoint's expected drain time, not to the burst
+// size.
+func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
+	policy, err := NewRetryPolicy(retrytiers.DefaultSchedule(), NewTopics("p."), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dispatcher{o: DispatcherOptions{EndpointBacklog: 2, Policy: policy}}
+	lim, err := ratelimit.New(ratelimit.Limit{RatePerSec: 1000, MaxInFlight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newEndpointQueue("ep", lim)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := 0; i < 2; i++ {
+		q.push(&item{off: int64(i), meta: retrytiers.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}})
+	}
+	var worst time.Duration
+	for i := 2; i < 22; i++ { // a burst of 20 more, each parked for the first time
+		reason, until := d.parkReason(q, now)
+		if reason != "backlog" {
+			t.Fatalf("delivery %d: park reason %q; want backlog", i, reason)
+		}
+		m := retrytiers.Meta{DeliveryID: fmt.Sprint(i), WebhookID: "msg", EndpointID: "ep", Attempt: 1}
+		rec := policy.Park(m, &kgo.Record{Key: []byte("ep")}, until, q.parkLevel(), now)
+		got, err := retrytiers.ParseMeta(rec.Headers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, got.DueAt.Sub(now))
+	}
+	if worst > 10*time.Minute {
+		t.Errorf("a delivery parked for the first time, from a burst to a healthy endpoint, waits %v; want minutes at most", worst)
+	}
+}
+
+// TestReviewRetryAfterPauseIsCapped: a Retry-After is capped at the longest
+// tier for the next attempt (NextAttemptAt), but the endpoint pause it
+// causes is not: Decide copies PauseUntil into the record's headers
+// uncapped (and the dispatcher pauses its limiter with it), so one
+// "Retry-After: 99999999" hides every delivery of the endpoint for years,
+// far past the queue TTL, across restarts.
+func TestReviewRetryAfterPauseIsCapped(t *testing.T) {
+	policy, err := NewRetryPolicy(retrytiers.DefaultSchedule(), NewTopics("p."), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	huge := 1000 * time.Hour
+	res := &AttemptResult{StartedAt: now, StatusCode: 429, Outcome: audit.RetryScheduled, ErrorClass: "http_429",
+		RetryAfter: huge, PauseUntil: now.Add(huge)}
+	dec := policy.Decide(retrytiers.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "ep", Attempt: 1}, res, now, 0)
+	longest := policy.Tiers().Largest()
+	if got := dec.NextAttemptAt.Sub(now); got > longest {
+		t.Errorf("next attempt in %v; want at most the longest tier %v", got, longest)
+	}
+	if got := dec.Meta.PauseUntil.Sub(now); got > longest {
+		t.Errorf("endpoint pause carried in the record: %v; want at most the longest tier %v", got, longest)
+	}
+	parked := policy.Park(retrytiers.Meta{DeliveryID: "e", WebhookID: "w", EndpointID: "ep", Attempt: 1}, &kgo.Record{}, now.Add(huge), 0, now)
+	pm, err := retrytiers.ParseMeta(parked.Headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pm.DueAt.Sub(now); got > longest {
+		t.Errorf("delivery parked behind the pause is due in %v; want at most the longest tier %v", got, longest)
+	}
+}
+
+// TestReviewJoinedWithoutPartitions: Joined (and so /readyz) closes only
+// once a dispatcher is assigned at least one deliveries partition. A member
+// of the group that owns none (more instances than partitions, or a
+// cooperative rebalance that gives it nothing yet) is never ready.
+func TestReviewJoinedWithoutPartitions(t *testing.T) {
+	c, seeds, topics, policy := reviewCluster(t, "rj.", 1)
+	opts := func(txn string) DispatcherOptions {
+		return DispatcherOptions{
+			ClientOpts: []kgo.Opt{seeds}, Topics: topics, Group: "rj.dispatch", TransactionalID: txn,
+			Endpoints: fakeEndpoints{}, Attempter: newFakeAttempter(), Policy: policy,
+		}
+	}
+	d1, _ := startDispatcher(t, opts("rj.dispatch-1"))
+	select {
+	case <-d1.Joined():
+	case <-time.After(30 * time.Second):
+		t.Fatal("first dispatcher never joined")
+	}
+	d2, _ := startDispatcher(t, opts("rj.dispatch-2"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.WaitGroupStable(ctx, "rj.dispatch", 2); err != nil {
+		t.Fatalf("group never stable with two members: %v", err)
+	}
+	select {
+	case <-d2.Joined():
+	case <-time.After(5 * time.Second):
+		t.Error("a dispatcher that joined the group but owns no partition never reports Joined: /readyz stays 503")
+	}
+}
+
+// TestReviewRevokedAttemptKeepsItsRow: an attempt cut short by revocation
+// made a real request (the receiver may have seen and processed it), yet
+// the dispatcher records no attempt row for it. docs/ARCHITECTURE.md: "a
+// real request always has its row"; issue 3: one row per request the
+// receivers saw.
+func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
+	_, seeds, topics, policy := reviewCluster(t, "rr.", 1)
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if err := prod.ProduceSync(context.Background(), deliveryRec(topics.Deliveries, "hung", "h0"), deliveryRec(topics.Deliveries, "hung", "h1")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int32
+	rows := &memAttempts{}
+	d, _ := startDispatcher(t, DispatcherOptions{
+		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics:     topics, Group: "rr.dispatch", TransactionalID: "rr.dispatch-test",
+		Endpoints: fakeEndpoints{"hung": testEndpoint("hung", 2)},
+		Attempter: funcAttempter(func(ctx context.Context, _ *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+			sent.Add(1) // the request is on the wire
+			<-ctx.Done()
+			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Latency: time.Since(now), Outcome: audit.RetryScheduled,
+				ErrorClass: "timeout", ErrorMessage: ctx.Err().Error()}
+		}),
+		Attempts: rows, Policy: policy,
+	})
+	waitFor(t, "two requests in flight", func() bool { return sent.Load() == 2 })
+	d.sess.Client().Close() // leaving the group revokes the partition
+	if !eventually(5*time.Second, func() bool { rows.mu.Lock(); defer rows.mu.Unlock(); return len(rows.rows) == 2 }) {
+		rows.mu.Lock()
+		n := len(rows.rows)
+		rows.mu.Unlock()
+		t.Errorf("%d requests were made and cancelled by the revoke; %d attempt rows recorded; want one per request", sent.Load(), n)
+	}
+}
+
+// TestReviewFanoutLosesRecordItCannotProduce: fan-out only logs a failed
+// produce and commits the transaction anyway. franz-go fails a record that
+// cannot fit a batch (kerr.MessageTooLarge, client side) without failing the
+// producer ID, so the transaction commits the event's offset without the
+// record. Here an event of ~1 MB (accepted by the broker, whose default
+// limit is 1 MiB) is over the 256 KiB event limit; its events.invalid copy
+// (value plus reason headers) is over the producer's 1,000,012-byte batch
+// limit and silently vanishes.
+func TestReviewFanoutLosesRecordItCannotProduce(t *testing.T) {
+	_, seeds, topics, _ := reviewCluster(t, "fl.", 1)
+	f, err := NewFanout(FanoutOptions{
+		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics:     topics, Group: "fl.fanout", TransactionalID: "fl.fanout-test", Endpoints: fakeMatcher{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	up, err := kgo.NewClient(seeds, kgo.ProducerBatchMaxBytes(2<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	big := &kgo.Record{Topic: topics.Events, Partition: 0, Value: []byte(strings.Repeat("x", 1_000_000)),
+		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}}}
+	if err := up.ProduceSync(context.Background(), big).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(up)
+	waitFor(t, "fan-out commits the event", func() bool { at, _ := committedAt(adm, "fl.fanout", topics.Events); return at == 1 })
+
+	rd, err := kgo.NewClient(seeds, kgo.ConsumeTopics(topics.Invalid), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n := 0
+	eventually(3*time.Second, func() bool {
+		pctx, pcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer pcancel()
+		n += rd.PollFetches(pctx).NumRecords()
+		return n > 0
+	})
+	if n != 1 {
+		t.Errorf("events.invalid holds %d records after fan-out committed the oversized event; want 1 (the event is lost)", n)
+	}
+}
+
+// TestReviewHungEndpointsStarveHealthyOneByPausingPartition: the partition
+// pauses when its endpoints' queues together reach PartitionBacklog, and
+// resumes only when they halve. A few hung endpoints, each within its own
+// EndpointBacklog, fill it (defaults: 20 endpoints of 1000 per 20000), and
+// then no new delivery of the partition is fetched, however healthy its
+// endpoint: head-of-line blocking, for as long as the hung endpoints need to
+// drain (max_in_flight per timeout: 0.4/s each at the defaults). With the
+// tiers in place, reaching the partition cap should park the deliveries of
+// the backlogged endpoints, not stop the partition.
+func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
+	_, seeds, topics, policy := reviewCluster(t, "rh.", 1)
+	eps := fakeEndpoints{"fast": testEndpoint("fast", 4)}
+	var recs []*kgo.Record
+	for _, h := range []string{"ha", "hb", "hc", "hd"} {
+		eps[h] = testEndpoint(h, 1)
+		for i := 0; i < 4; i++ {
+			recs = append(recs, deliveryRec(topics.Deliveries, h, fmt.Sprint(h, i)))
+		}
+	}
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var fastSent atomic.Bool
+	d, _ := startDispatcher(t, DispatcherOptions{
+		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics:     topics, Group: "rh.dispatch", TransactionalID: "rh.dispatch-test",
+		Endpoints: eps,
+		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+			if ep.ID != "fast" {
+				<-ctx.Done() // hung
+				return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "timeout"}
+			}
+			fastSent.Store(true)
+			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
+		}),
+		Policy:          policy,
+		EndpointBacklog: 2, PartitionBacklog: 6, // the default ratio is 20 endpoints' worth; here 3
+	})
+	waitFor(t, "partition paused", func() bool { return len(d.sess.Client().PauseFetchPartitions(nil)[topics.Deliveries]) == 1 })
+	if err := prod.ProduceSync(context.Background(), deliveryRec(topics.Deliveries, "fast", "f0")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(5*time.Second, fastSent.Load) {
+		t.Error("a healthy endpoint's delivery was not sent in 5 s: four hung endpoints keep its partition paused")
+	}
+}
