@@ -93,7 +93,9 @@ func TestHostileReceiver(t *testing.T) {
 		grace = 250 * time.Millisecond
 	)
 	start := time.Now()
-	h := newHarness(t, config{RetrySchedule: "1s,2s,4s"})
+	// Retry-After is honoured up to the longest tier (the documented cap),
+	// so the schedule's longest tier is above the receiver's 5 s.
+	h := newHarness(t, config{RetrySchedule: "1s,2s,8s"})
 	rc := newReceiver(t, "hostile", hostile(int(retryAfter/time.Second)))
 	h.addEndpoint(endpoint{ID: "hostile", URL: rc.URL, Secret: rc.Secret, Events: []string{"hostile.*"}, Rate: 1000, MaxInFlight: 4})
 	h.start("hostile-1")

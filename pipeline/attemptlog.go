@@ -29,14 +29,16 @@ func NewKafkaAttemptLog(cl *kgo.Client, topic string, logger *slog.Logger) *Kafk
 }
 
 // Record produces a asynchronously, keyed by endpoint ID. The client retries
-// until the record is written; a failure is logged.
-func (l *KafkaAttemptLog) Record(a *audit.Attempt) {
+// until the record is written; a failure is logged. It blocks only while the
+// client's buffer is full, until ctx ends (then the row is dropped and
+// logged).
+func (l *KafkaAttemptLog) Record(ctx context.Context, a *audit.Attempt) {
 	b, err := a.Marshal()
 	if err != nil {
 		l.logger.Error("attempts: encode", "attempt_id", a.AttemptID, "err", err)
 		return
 	}
-	l.cl.Produce(context.Background(), &kgo.Record{Topic: l.topic, Key: []byte(a.EndpointID), Value: b}, func(_ *kgo.Record, err error) {
+	l.cl.Produce(ctx, &kgo.Record{Topic: l.topic, Key: []byte(a.EndpointID), Value: b}, func(_ *kgo.Record, err error) {
 		if err != nil {
 			l.logger.Error("attempts: produce", "attempt_id", a.AttemptID, "err", err)
 		}

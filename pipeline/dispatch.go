@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
@@ -28,10 +28,12 @@ type EndpointSource interface {
 	Get(id string) (*endpoints.Endpoint, bool)
 }
 
-// AttemptLog receives every attempt the moment it ends. It must not block
-// for long: the Kafka implementation produces asynchronously.
+// AttemptLog receives every attempt the moment it ends. Record may block
+// while the log's buffer is full (Kafka unavailable): that is backpressure
+// on delivery. It must return when ctx ends (the partition was revoked or
+// the dispatcher is stopping), dropping the row.
 type AttemptLog interface {
-	Record(a *audit.Attempt)
+	Record(ctx context.Context, a *audit.Attempt)
 }
 
 // DispatcherOptions configures a [Dispatcher]. cmd/ fills it; nothing here
@@ -63,9 +65,18 @@ type DispatcherOptions struct {
 	// parked in a delay tier without consuming an attempt.
 	EndpointBacklog int
 	// PartitionBacklog caps the deliveries held in memory for one partition
-	// (all its endpoints); past it the partition's fetching pauses until the
-	// backlog halves. Optional. Default 20000.
+	// (all its endpoints). Past it, new deliveries of endpoints that already
+	// have some queued are parked, so endpoints with nothing queued still get
+	// theirs at once; past 1.5 times it (a last resort for memory), the
+	// partition's fetching pauses until the backlog halves. Optional.
+	// Default 20000.
 	PartitionBacklog int
+	// MaxQueueWait is the longest a delivery waits in an endpoint's queue
+	// (for its bucket, in-flight cap or pause) before it is parked in a tier
+	// instead. It bounds how long one slow endpoint can hold back its
+	// partition's committed offset. Optional. Default: the smallest tier's
+	// delay, but at least 5s.
+	MaxQueueWait time.Duration
 	// FlushInterval is the longest a finished delivery waits before its
 	// offset and its follow-up record (retry tier, DLQ) are committed in one
 	// transaction. Optional. Default 100ms.
@@ -77,8 +88,6 @@ type DispatcherOptions struct {
 	TransactionTimeout time.Duration
 	// Meter receives the dispatcher's metrics. Optional. Default no-op.
 	Meter metric.Meter
-	// Tracer makes one span per attempt. Optional. Default no-op.
-	Tracer trace.Tracer
 	// Logger. Optional. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -103,6 +112,8 @@ func (o *DispatcherOptions) validate() error {
 		return fmt.Errorf("pipeline: DispatcherOptions.EndpointBacklog must be >= 0, got %d", o.EndpointBacklog)
 	case o.PartitionBacklog < 0:
 		return fmt.Errorf("pipeline: DispatcherOptions.PartitionBacklog must be >= 0, got %d", o.PartitionBacklog)
+	case o.MaxQueueWait < 0:
+		return fmt.Errorf("pipeline: DispatcherOptions.MaxQueueWait must be >= 0, got %v", o.MaxQueueWait)
 	case o.TransactionTimeout < 0:
 		return fmt.Errorf("pipeline: DispatcherOptions.TransactionTimeout must be >= 0, got %v", o.TransactionTimeout)
 	case o.FlushInterval < 0:
@@ -122,6 +133,9 @@ func (o *DispatcherOptions) validate() error {
 	}
 	if o.TransactionTimeout == 0 {
 		o.TransactionTimeout = 30 * time.Second
+	}
+	if o.MaxQueueWait == 0 {
+		o.MaxQueueWait = max(o.Policy.MinHold(), 5*time.Second)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -158,22 +172,22 @@ type Dispatcher struct {
 	joined chan struct{} // closed at the first assignment
 	once   sync.Once
 
-	lastCommit map[int32]commitInfo // what the last committed transaction stored; poll loop only
+	lastCommit map[int32]commitInfo // what the last committed transaction stored; guarded by mu
+
+	runCtx      context.Context // Run's context, for work done on the poll loop
+	abortStreak int             // transactions aborted in a row; poll loop only
+	nextFlushAt time.Time       // backoff after aborts; poll loop only
+}
+
+// outRecord is a follow-up record and the offset of the delivery it retires.
+type outRecord struct {
+	off int64
+	rec *kgo.Record
 }
 
 type commitInfo struct {
 	commit int64
 	meta   string
-}
-
-// commitDue reports whether commits differ from what is already committed.
-func (d *Dispatcher) commitDue(commits map[int32]commitInfo) bool {
-	for id, c := range commits {
-		if d.lastCommit[id] != c {
-			return true
-		}
-	}
-	return false
 }
 
 type completion struct {
@@ -236,7 +250,7 @@ type partState struct {
 
 	tracker *offsetTracker
 	skip    skipSet
-	out     []*kgo.Record // follow-up records awaiting a committed transaction
+	out     []outRecord // follow-up records awaiting a committed transaction
 	paused  bool
 
 	mu      sync.Mutex
@@ -244,11 +258,16 @@ type partState struct {
 	backlog int
 }
 
-// item is one delivery record held by the dispatcher.
+// item is one delivery held by the dispatcher. key and value are copies:
+// a record's slices point into its whole fetch batch, which a held item would
+// otherwise keep alive (memory that grew with the backlog, not with the
+// caps).
 type item struct {
-	off  int64
-	rec  *kgo.Record
-	meta retrytiers.Meta
+	off      int64
+	key      []byte
+	value    []byte // the exact webhook body
+	meta     retrytiers.Meta
+	queuedAt time.Time
 }
 
 // Run consumes until ctx ends, then finishes: it stops fetching, lets the
@@ -257,6 +276,7 @@ type item struct {
 // shutdown, or the error that stopped it.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.sess.Close()
+	d.runCtx = ctx
 	for {
 		if ctx.Err() != nil {
 			return d.shutdown()
@@ -322,6 +342,9 @@ func (d *Dispatcher) shutdown() error {
 // It reads the committed offsets with their metadata so deliveries that the
 // previous owner finished above its committed offset are not sent again.
 func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	// The group is joined, even when it gave this member nothing (more
+	// members than partitions).
+	defer d.once.Do(func() { close(d.joined) })
 	ps := assigned[d.o.Topics.Deliveries]
 	if len(ps) == 0 {
 		return
@@ -342,7 +365,6 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 	}
 	d.mu.Unlock()
 	d.o.Logger.Info("dispatch: partitions assigned", "partitions", ps)
-	d.once.Do(func() { close(d.joined) })
 }
 
 type committedSkips struct {
@@ -464,23 +486,23 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		return
 	}
 	now := time.Now()
-	it := &item{off: r.Offset, rec: r, meta: meta}
+	it := &item{off: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), meta: meta, queuedAt: now}
 	ep, ok := d.o.Endpoints.Get(meta.EndpointID)
 	if !ok || !ep.Active() {
-		d.finish(p, r.Offset, d.conclude(it, ep, audit.Abandoned, now))
+		d.finish(p, r.Offset, d.conclude(d.runCtx, it, ep, audit.Abandoned, now))
 		return
 	}
 	if d.o.Policy.Expired(meta, now) {
-		d.finish(p, r.Offset, d.conclude(it, ep, audit.Expired, now))
+		d.finish(p, r.Offset, d.conclude(d.runCtx, it, ep, audit.Expired, now))
 		return
 	}
 	lim, err := d.limiter(ep)
 	if err != nil {
-		d.finish(p, r.Offset, d.conclude(it, ep, audit.Abandoned, now))
+		d.finish(p, r.Offset, d.conclude(d.runCtx, it, ep, audit.Abandoned, now))
 		return
 	}
 	if meta.PauseUntil.After(now) {
-		lim.Pause(meta.PauseUntil) // a 429's pause travels with parked records
+		lim.Pause(d.o.Policy.CapPause(meta.PauseUntil, now)) // a 429's pause travels with parked records
 	}
 	p.mu.Lock()
 	q := p.queues[meta.EndpointID]
@@ -489,12 +511,14 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		p.queues[meta.EndpointID] = q
 	}
 	// Park instead of holding: the endpoint is paused past the smallest
-	// tier, or its local backlog is full. No attempt is consumed.
-	if reason, until := d.parkReason(q, now); reason != "" {
+	// tier, its local backlog is full, or the partition's is and this
+	// endpoint already has deliveries waiting. No attempt is consumed.
+	if reason, until := d.parkReason(p, q, now); reason != "" {
+		if q.len() == 0 && q.active == 0 && !q.running {
+			delete(p.queues, q.id)
+		}
 		p.mu.Unlock()
-		out := d.o.Policy.Park(it.meta, r, until, q.parkLevel(), now)
-		d.m.parked.Add(context.Background(), 1, metric.WithAttributes(attrReason(reason)))
-		d.finish(p, r.Offset, []*kgo.Record{out})
+		d.park(p, it, reason, until, now, d.finish)
 		return
 	}
 	q.push(it)
@@ -507,7 +531,7 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 	}
 	p.mu.Unlock()
 	d.m.backlog.Add(context.Background(), 1)
-	if backlog >= d.o.PartitionBacklog && !p.paused {
+	if backlog >= d.o.PartitionBacklog*3/2 && !p.paused {
 		p.paused = true
 		d.sess.Client().PauseFetchPartitions(map[string][]int32{d.o.Topics.Deliveries: {p.id}})
 		d.m.partitionPauses.Add(context.Background(), 1)
@@ -516,16 +540,25 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 
 // parkReason says whether a new delivery for q must be parked instead of
 // queued, and until when at least. Called with the partition lock held.
-func (d *Dispatcher) parkReason(q *endpointQueue, now time.Time) (string, time.Time) {
+func (d *Dispatcher) parkReason(p *partState, q *endpointQueue, now time.Time) (string, time.Time) {
 	if until := q.lim.PausedUntil(); until.Sub(now) >= d.o.Policy.MinHold() {
-		q.parks++
 		return "paused", until
 	}
 	if q.len() >= d.o.EndpointBacklog {
-		q.parks++
 		return "backlog", time.Time{}
 	}
+	if p.backlog >= d.o.PartitionBacklog && q.len() > 0 {
+		return "partition_backlog", time.Time{}
+	}
 	return "", time.Time{}
+}
+
+// park finishes it by moving it to a tier (see RetryPolicy.Park), through
+// done: finish on the poll loop, complete elsewhere.
+func (d *Dispatcher) park(p *partState, it *item, reason string, until, now time.Time, done func(*partState, int64, []*kgo.Record)) {
+	out := d.o.Policy.Park(it.meta, it.key, it.value, until, now)
+	d.m.parked.Add(context.Background(), 1, metric.WithAttributes(attrReason(reason)))
+	done(p, it.off, []*kgo.Record{out})
 }
 
 // limiter returns the pacing state of ep, created on first use and updated
@@ -555,7 +588,9 @@ func (d *Dispatcher) limiter(ep *endpoints.Endpoint) (*ratelimit.Endpoint, error
 // on the poll loop, which owns the tracker.
 func (d *Dispatcher) finish(p *partState, off int64, out []*kgo.Record) {
 	p.tracker.done(off)
-	p.out = append(p.out, out...)
+	for _, r := range out {
+		p.out = append(p.out, outRecord{off, r})
+	}
 }
 
 // complete is finish for attempt goroutines: the poll loop applies it at
@@ -569,8 +604,8 @@ func (d *Dispatcher) complete(p *partState, off int64, out []*kgo.Record) {
 // flush applies completions and, when anything is ready, commits the
 // follow-up records and the offsets they retire in one transaction. It runs
 // on the poll loop, between a poll and AllowRebalance, so the set of owned
-// partitions cannot change under it; d.mu is still taken for the map because
-// shutdown and tests read it.
+// partitions cannot change under it (but at shutdown, where callbacks may
+// run: hence d.mu around the maps).
 func (d *Dispatcher) flush(ctx context.Context) error {
 	d.doneMu.Lock()
 	done := d.done
@@ -582,6 +617,10 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	for id, p := range d.parts {
 		parts[id] = p
 	}
+	last := make(map[int32]commitInfo, len(d.lastCommit))
+	for id, c := range d.lastCommit {
+		last[id] = c
+	}
 	d.mu.Unlock()
 
 	for _, c := range done {
@@ -589,7 +628,12 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 			continue // revoked: the next owner redoes it
 		}
 		c.p.tracker.done(c.off)
-		c.p.out = append(c.p.out, c.out...)
+		for _, r := range c.out {
+			c.p.out = append(c.p.out, outRecord{c.off, r})
+		}
+	}
+	if time.Now().Before(d.nextFlushAt) {
+		return nil // backing off after aborted transactions
 	}
 	// What franz-go will propose to commit (everything polled, for the
 	// partitions it owns) and which partitions it has commits for. Neither
@@ -598,29 +642,9 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	owned := d.sess.Client().CommittedOffsets()[d.o.Topics.Deliveries]
 	commits := make(map[int32]commitInfo, len(parts))
 	var out []*kgo.Record
+	held := make(map[int32][]outRecord, len(parts))
 	var included, lost []int32
 	for id, p := range parts {
-		if p.tracker.next < 0 {
-			continue // nothing fetched yet
-		}
-		c, above := p.tracker.committable()
-		ci := commitInfo{commit: c, meta: encodeDoneAbove(c, above)}
-		if _, ok := proposed[id]; !ok && ci != d.lastCommit[id] {
-			// franz-go has nothing to commit here although we do: either
-			// it rewound after an abort and has not re-fetched yet (wait),
-			// or the partition was lost without a revoke reaching us (a
-			// committed partition it no longer lists). Either way its
-			// follow-up records must not commit without its offsets.
-			if _, ok := owned[id]; !ok {
-				if _, had := d.lastCommit[id]; had {
-					lost = append(lost, id)
-				}
-			}
-			continue
-		}
-		commits[id] = ci
-		included = append(included, id)
-		out = append(out, p.out...)
 		if p.paused {
 			p.mu.Lock()
 			low := p.backlog <= d.o.PartitionBacklog/2
@@ -630,12 +654,47 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 				d.sess.Client().ResumeFetchPartitions(map[string][]int32{d.o.Topics.Deliveries: {id}})
 			}
 		}
+		if p.tracker.next < 0 {
+			continue // nothing fetched yet
+		}
+		c, meta, covered := p.tracker.commitInfo()
+		ci := commitInfo{commit: c, meta: meta}
+		if _, ok := proposed[id]; !ok && ci != last[id] {
+			// franz-go has nothing to commit here although we do: either
+			// it rewound after an abort and has not re-fetched yet (wait),
+			// or the partition was lost without a revoke reaching us (a
+			// committed partition it no longer lists). Either way its
+			// follow-up records must not commit without its offsets.
+			if _, ok := owned[id]; !ok {
+				if _, had := last[id]; had {
+					lost = append(lost, id)
+				}
+			}
+			continue
+		}
+		commits[id] = ci
+		included = append(included, id)
+		// Only follow-ups of deliveries this commit retires go out now;
+		// the rest wait for a commit that covers them (no forks).
+		for _, o := range p.out {
+			if o.off < c || o.off <= covered {
+				out = append(out, o.rec)
+			} else {
+				held[id] = append(held[id], o)
+			}
+		}
 	}
 	if len(lost) > 0 {
 		d.o.Logger.Warn("dispatch: partitions lost without a revoke callback; dropping them", "partitions", lost)
 		d.revoked(ctx, nil, map[string][]int32{d.o.Topics.Deliveries: lost})
 	}
-	if len(out) == 0 && !d.commitDue(commits) {
+	due := false
+	for id, c := range commits {
+		if last[id] != c {
+			due = true
+		}
+	}
+	if len(out) == 0 && !due {
 		return nil
 	}
 	// A transaction is never cut short by shutdown: cancelling End leaves
@@ -647,6 +706,10 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	}
 	var produceErr atomic.Value
 	for _, r := range out {
+		// A fresh record per try: franz-go keeps state (context, partition,
+		// timestamp) in a produced record, so one from an aborted
+		// transaction is not produced again.
+		r = &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
 		d.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
 			if err != nil {
 				produceErr.CompareAndSwap(nil, err)
@@ -666,21 +729,37 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		return fmt.Errorf("pipeline: dispatcher end transaction: %w", err)
 	}
 	if !committed {
-		// Everything produced was aborted and the client rewound to the
-		// last commit. Owned partitions keep their state (re-fetched records
-		// are dropped by the tracker) and their follow-up records are
-		// produced again in the next transaction.
+		// Everything produced was aborted and the client rewound every
+		// partition to its last commit. Owned partitions keep their state
+		// (re-fetched records are dropped by the tracker) and their
+		// follow-up records go out again in the next transaction, after a
+		// backoff. Paused partitions are resumed, or they would never be
+		// re-fetched and so never proposed for commit again.
+		d.abortStreak++
+		d.nextFlushAt = time.Now().Add(min(d.o.FlushInterval<<min(d.abortStreak, 6), 5*time.Second))
+		for id, p := range parts {
+			if p.paused {
+				p.paused = false
+				d.sess.Client().ResumeFetchPartitions(map[string][]int32{d.o.Topics.Deliveries: {id}})
+			}
+		}
 		d.m.txnAborts.Add(ctx, 1, metric.WithAttributes(attrStage("dispatch")))
-		d.o.Logger.Warn("dispatch: transaction aborted; retrying its records", "records", len(out), "produce_err", produceErr.Load())
+		d.o.Logger.Warn("dispatch: transaction aborted; retrying its records", "records", len(out),
+			"aborts_in_a_row", d.abortStreak, "produce_err", produceErr.Load())
 		return nil
 	}
+	d.abortStreak = 0
+	d.mu.Lock()
 	if d.lastCommit == nil {
 		d.lastCommit = make(map[int32]commitInfo)
 	}
 	for _, id := range included {
-		parts[id].out = nil
-		d.lastCommit[id] = commits[id]
+		parts[id].out = held[id]
+		if d.parts[id] == parts[id] {
+			d.lastCommit[id] = commits[id]
+		}
 	}
+	d.mu.Unlock()
 	return nil
 }
 

@@ -30,7 +30,6 @@ type endpointQueue struct {
 	running bool     // a pump goroutine serves the queue
 	active  int      // attempts started from this queue and not yet ended
 	closed  bool
-	parks   int           // deliveries parked since the queue last drained: grows the park delay
 	wake    chan struct{} // buffered(1): something changed, re-evaluate
 }
 
@@ -77,10 +76,6 @@ func (q *endpointQueue) closeQueue() {
 	q.signal()
 }
 
-// parkLevel is how many deliveries were parked in a row: the park delay
-// doubles with it (see RetryPolicy.Park).
-func (q *endpointQueue) parkLevel() int { return q.parks }
-
 type heldHeap []*item
 
 func (h heldHeap) Len() int           { return len(h) }
@@ -105,6 +100,14 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 	timer.Stop()
 	defer timer.Stop()
 	for {
+		// The endpoint may have been disabled, deleted or re-paced since
+		// its deliveries were queued.
+		ep, ok := d.o.Endpoints.Get(q.id)
+		if ok && ep.Active() {
+			if _, err := d.limiter(ep); err != nil {
+				ok = false
+			}
+		}
 		p.mu.Lock()
 		if q.closed {
 			q.running = false
@@ -112,12 +115,28 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			return
 		}
 		now := time.Now()
+		if !ok || !ep.Active() {
+			d.drain(p, q, func(it *item) {
+				d.complete(p, it.off, d.conclude(p.ctx, it, ep, audit.Abandoned, now))
+			})
+		}
+		// A pause of at least the smallest tier (a 429), or deliveries
+		// waiting longer than MaxQueueWait: park them rather than hold the
+		// partition's committed offset back.
+		if until := q.lim.PausedUntil(); until.Sub(now) >= d.o.Policy.MinHold() {
+			d.drain(p, q, func(it *item) { d.park(p, it, "paused", until, now, d.complete) })
+		}
+		for len(q.ready) > 0 && now.Sub(q.ready[0].queuedAt) > d.o.MaxQueueWait {
+			it := q.pop()
+			p.backlog--
+			d.m.backlog.Add(context.Background(), -1)
+			d.park(p, it, "queue_wait", time.Time{}, now, d.complete)
+		}
 		q.promote(now)
 		var wait time.Duration = -1 // -1: until woken
 		if len(q.ready) == 0 {
 			if len(q.held) == 0 {
 				q.running = false
-				q.parks = 0
 				// Attempts still in flight signal this queue when they
 				// end; it stays in the map until they have, so a new
 				// pump for the endpoint waits on the same wake channel.
@@ -143,7 +162,11 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			if err == nil {
 				wait = w
 			}
-			// In-flight cap reached: wait for a Release to wake us.
+			// Otherwise the in-flight cap is reached: a Release wakes us.
+			// Either way, wake when the head's queue wait runs out.
+			if left := q.ready[0].queuedAt.Add(d.o.MaxQueueWait).Sub(now) + time.Millisecond; wait < 0 || left < wait {
+				wait = left
+			}
 		}
 		p.mu.Unlock()
 		if wait >= 0 {
@@ -161,6 +184,23 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			}
 		}
 	}
+}
+
+// drain removes every queued delivery of q and hands each to fn. Called
+// with the partition lock held.
+func (d *Dispatcher) drain(p *partState, q *endpointQueue, fn func(*item)) {
+	n := q.len()
+	if n == 0 {
+		return
+	}
+	for len(q.ready) > 0 {
+		fn(q.pop())
+	}
+	for len(q.held) > 0 {
+		fn(heap.Pop(&q.held).(*item))
+	}
+	p.backlog -= n
+	d.m.backlog.Add(context.Background(), -int64(n))
 }
 
 // attempt makes one attempt of it and reports the result. Owner: the
@@ -181,25 +221,33 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
 	if !ok || !ep.Active() {
 		release()
-		d.complete(p, it.off, d.conclude(it, ep, audit.Abandoned, now))
+		d.complete(p, it.off, d.conclude(p.ctx, it, ep, audit.Abandoned, now))
 		return
 	}
 	if d.o.Policy.Expired(it.meta, now) {
 		release()
-		d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
+		d.complete(p, it.off, d.conclude(p.ctx, it, ep, audit.Expired, now))
 		return
 	}
 	ctx := context.Background()
 	d.m.inFlight.Add(ctx, 1)
-	res := d.o.Attempter.Attempt(p.ctx, ep, it.rec.Value, &it.meta, now)
+	res := d.o.Attempter.Attempt(p.ctx, ep, it.value, &it.meta, now)
 	d.m.inFlight.Add(ctx, -1)
 	if res.PauseUntil.After(now) {
-		q.lim.Pause(res.PauseUntil)
+		q.lim.Pause(d.o.Policy.CapPause(res.PauseUntil, now))
 	}
 	release()
 	if p.ctx.Err() != nil {
 		// Revoked mid-attempt: not committed; the next owner sends it again
-		// with the same webhook-id and body.
+		// with the same webhook-id and body. The request may have reached
+		// the endpoint, so it still gets its row.
+		row := attemptRow(it, ep, audit.RetryScheduled, now)
+		row.AttemptID = res.AttemptID
+		row.LatencyMs = res.Latency.Milliseconds()
+		row.HTTPStatus = res.StatusCode
+		row.ErrorClass = "canceled"
+		row.ErrorMessage = "partition revoked during the attempt; its next owner retries the delivery"
+		d.o.Attempts.Record(context.WithoutCancel(p.ctx), row)
 		return
 	}
 	dec := d.o.Policy.Decide(it.meta, &res, res.StartedAt.Add(res.Latency), rand.Float64())
@@ -211,13 +259,13 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	row.ErrorMessage = res.ErrorMessage
 	row.ResponseBody = res.Body
 	row.NextAttemptAt = dec.NextAttemptAt
-	d.o.Attempts.Record(row)
-	d.m.attempts.Add(ctx, 1, metric.WithAttributes(attrOutcome(dec.Outcome)))
+	d.o.Attempts.Record(p.ctx, row)
+	d.m.attempts.Add(ctx, 1, attrOutcome(dec.Outcome))
 	d.m.attemptLatency.Record(ctx, res.Latency.Seconds())
 
 	var out []*kgo.Record
 	if dec.Topic != "" {
-		out = append(out, deliveryRecord(dec.Topic, it.rec, &dec.Meta))
+		out = append(out, deliveryRecord(dec.Topic, it.key, it.value, &dec.Meta))
 	}
 	if dec.Topic == d.o.Topics.DLQ {
 		d.o.Logger.Info("dispatch: delivery to the DLQ", "endpoint", ep.ID, "delivery", it.meta.DeliveryID,
@@ -244,7 +292,7 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 // conclude ends a delivery without sending it (abandoned: the endpoint is
 // disabled or deleted; expired: older than the queue TTL): one attempt row
 // and a DLQ record, so a later resend finds it.
-func (d *Dispatcher) conclude(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) []*kgo.Record {
+func (d *Dispatcher) conclude(ctx context.Context, it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) []*kgo.Record {
 	row := attemptRow(it, ep, o, now)
 	row.AttemptID = newAttemptID()
 	row.ErrorClass = string(o)
@@ -254,12 +302,12 @@ func (d *Dispatcher) conclude(it *item, ep *endpoints.Endpoint, o audit.Outcome,
 	case audit.Expired:
 		row.ErrorMessage = "event older than the queue TTL; not sent"
 	}
-	d.o.Attempts.Record(row)
-	d.m.attempts.Add(context.Background(), 1, metric.WithAttributes(attrOutcome(o)))
+	d.o.Attempts.Record(ctx, row)
+	d.m.attempts.Add(context.Background(), 1, attrOutcome(o))
 	m := it.meta
 	m.Reason = string(o)
 	m.History = append(m.History, retrytiers.AttemptSummary{Number: m.Attempt, At: now, Outcome: string(o)})
-	return []*kgo.Record{deliveryRecord(d.o.Topics.DLQ, it.rec, &m)}
+	return []*kgo.Record{deliveryRecord(d.o.Topics.DLQ, it.key, it.value, &m)}
 }
 
 // deadLetter copies a record the dispatcher cannot read to the DLQ with the
@@ -269,10 +317,10 @@ func (d *Dispatcher) deadLetter(r *kgo.Record, reason string) *kgo.Record {
 	return &kgo.Record{Topic: d.o.Topics.DLQ, Key: r.Key, Value: r.Value, Headers: hs}
 }
 
-// deliveryRecord is src moved to topic with meta as its headers: same key,
-// same body bytes.
-func deliveryRecord(topic string, src *kgo.Record, meta *retrytiers.Meta) *kgo.Record {
-	return &kgo.Record{Topic: topic, Key: src.Key, Value: src.Value, Headers: meta.Headers()}
+// deliveryRecord is a delivery moved to topic with meta as its headers:
+// same key, same body bytes.
+func deliveryRecord(topic string, key, value []byte, meta *retrytiers.Meta) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: key, Value: value, Headers: meta.Headers()}
 }
 
 func attemptRow(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) *audit.Attempt {
@@ -295,9 +343,19 @@ func attemptRow(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time
 	return a
 }
 
-func attrOutcome(o audit.Outcome) attribute.KeyValue { return attribute.String("outcome", string(o)) }
-func attrReason(r string) attribute.KeyValue         { return attribute.String("reason", r) }
-func attrStage(s string) attribute.KeyValue          { return attribute.String("stage", s) }
+// outcomeAttrs holds one precomputed attribute option per outcome, so the
+// hot path allocates no attribute set per attempt.
+var outcomeAttrs = func() map[audit.Outcome]metric.MeasurementOption {
+	m := make(map[audit.Outcome]metric.MeasurementOption, len(audit.Outcomes))
+	for _, o := range audit.Outcomes {
+		m[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", string(o))))
+	}
+	return m
+}()
+
+func attrOutcome(o audit.Outcome) metric.MeasurementOption { return outcomeAttrs[o] }
+func attrReason(r string) attribute.KeyValue               { return attribute.String("reason", r) }
+func attrStage(s string) attribute.KeyValue                { return attribute.String("stage", s) }
 
 // registerGauges exposes in-flight requests per endpoint.
 func (d *Dispatcher) registerGauges(m metric.Meter) {

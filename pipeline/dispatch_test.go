@@ -70,7 +70,7 @@ type memAttempts struct {
 	rows []*audit.Attempt
 }
 
-func (m *memAttempts) Record(a *audit.Attempt) {
+func (m *memAttempts) Record(_ context.Context, a *audit.Attempt) {
 	m.mu.Lock()
 	m.rows = append(m.rows, a)
 	m.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -26,6 +28,14 @@ import (
 type Matcher interface {
 	Match(eventType, tenant string) []*endpoints.Endpoint
 }
+
+// maxInvalidValue is the largest value copied to events.invalid.
+const maxInvalidValue = 512 << 10
+
+// HeaderValueDropped is set on an events.invalid record whose value was too
+// large to copy; its value is the original size in bytes. The original is
+// at hookrelay-original-topic/partition/offset.
+const HeaderValueDropped = "hookrelay-value-dropped"
 
 // Syncer is implemented by a Matcher that can wait until it has applied
 // every endpoint write acknowledged before the call (the endpoints view).
@@ -64,9 +74,10 @@ type FanoutOptions struct {
 // a record that is not a valid CloudEvent goes to events.invalid with its
 // reason in the same transaction.
 type Fanout struct {
-	o    FanoutOptions
-	m    *metrics
-	sess *kgo.GroupTransactSession
+	o      FanoutOptions
+	m      *metrics
+	sess   *kgo.GroupTransactSession
+	aborts int // transactions aborted in a row; Run's goroutine only
 }
 
 // NewFanout validates o and connects.
@@ -126,12 +137,22 @@ func (f *Fanout) Run(ctx context.Context) error {
 		}
 		if sy, ok := f.o.Endpoints.(Syncer); ok {
 			// An endpoint acknowledged before these events were produced
-			// must be in the view before they are matched.
-			if err := sy.Sync(ctx); err != nil {
+			// must be in the view before they are matched: retry until the
+			// view has caught up (the events wait; none is skipped).
+			for try := 0; ; try++ {
+				err := sy.Sync(ctx)
+				if err == nil {
+					break
+				}
 				if ctx.Err() != nil {
 					return nil
 				}
-				f.o.Logger.Warn("fanout: endpoints view sync failed; matching against the view as it is", "err", err)
+				f.o.Logger.Warn("fanout: endpoints view sync failed; retrying", "err", err, "try", try)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(min(100*time.Millisecond<<min(try, 6), 5*time.Second)):
+				}
 			}
 		}
 		var out []*kgo.Record
@@ -149,15 +170,19 @@ func (f *Fanout) commit(ctx context.Context, out []*kgo.Record) error {
 	if err := f.sess.Begin(); err != nil {
 		return fmt.Errorf("pipeline: fan-out begin transaction: %w", err)
 	}
-	try := kgo.TryCommit
+	// A record franz-go refuses (e.g. too large) fails its promise without
+	// failing the transaction: any produce error must abort it, or the
+	// event's offset would commit without its records.
+	var produceErr atomic.Value
 	for _, r := range out {
-		f.sess.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				f.o.Logger.Warn("fanout: produce failed; the transaction will abort", "topic", r.Topic, "err", err)
+		f.sess.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil && produceErr.CompareAndSwap(nil, err) {
+				f.o.Logger.Warn("fanout: produce failed; aborting the transaction", "topic", r.Topic, "err", err)
 			}
 		})
 	}
-	if err := f.sess.Client().Flush(ctx); err != nil {
+	try := kgo.TryCommit
+	if err := f.sess.Client().Flush(ctx); err != nil || produceErr.Load() != nil {
 		try = kgo.TryAbort
 	}
 	committed, err := f.sess.End(ctx, try)
@@ -165,9 +190,19 @@ func (f *Fanout) commit(ctx context.Context, out []*kgo.Record) error {
 		return fmt.Errorf("pipeline: fan-out end transaction: %w", err)
 	}
 	if !committed {
+		f.aborts++
 		f.m.txnAborts.Add(ctx, 1, metric.WithAttributes(attrStage("fanout")))
-		f.o.Logger.Warn("fanout: transaction aborted; its events are read again", "records", len(out))
+		f.o.Logger.Warn("fanout: transaction aborted; its events are read again", "records", len(out), "aborts_in_a_row", f.aborts)
+		// Back off before reading them again, so a record that cannot be
+		// produced costs a slow retry loop (visible in the log and the
+		// aborts metric), not a hot one.
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(100*time.Millisecond<<min(f.aborts, 6), 5*time.Second)):
+		}
+		return nil
 	}
+	f.aborts = 0
 	return nil
 }
 
@@ -182,7 +217,15 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 	if err != nil {
 		f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "invalid")))
 		f.o.Logger.Info("fanout: invalid event", "partition", r.Partition, "offset", r.Offset, "err", err)
-		return append(out, events.InvalidRecord(r, f.o.Topics.Invalid, err))
+		inv := events.InvalidRecord(r, f.o.Topics.Invalid, err)
+		if len(inv.Value) > maxInvalidValue {
+			// Too large to copy (it may exceed the producer's or topic's
+			// limit): the headers point at the original, which stays in
+			// the events topic for its retention.
+			inv.Headers = append(inv.Headers, kgo.RecordHeader{Key: HeaderValueDropped, Value: strconv.AppendInt(nil, int64(len(inv.Value)), 10)})
+			inv.Value = nil
+		}
+		return append(out, inv)
 	}
 	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
 	tenant := events.Tenant(ev)
@@ -232,7 +275,11 @@ func (f *Fanout) body(ev *event.Event, r *kgo.Record) ([]byte, error) {
 	if ts.IsZero() {
 		ts = r.Timestamp
 	}
-	return webhook.Body(ev.Type(), ts, data)
+	body, err := webhook.Body(ev.Type(), ts, data)
+	if err != nil {
+		return nil, &events.InvalidError{Reason: events.ReasonBadJSON, Detail: err.Error()}
+	}
+	return body, nil
 }
 
 // DeliveryID is the ID of the delivery of one event to one endpoint: 32 hex

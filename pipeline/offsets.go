@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"math"
 	"sort"
 	"strings"
 )
@@ -24,6 +25,15 @@ type offsetTracker struct {
 	entries []trackedOffset // ascending; entries[head:] are live
 	head    int
 	next    int64 // one past the highest offset added; the commit when nothing is pending
+
+	// The last commitInfo result while entries[head] is pending; valid
+	// until the next done (adding offsets above a pending one changes
+	// nothing). Saves rescanning a large backlog every flush.
+	fresh       bool
+	lastCommit  int64
+	lastMeta    string
+	lastCovered int64
+	buf         []byte
 }
 
 type trackedOffset struct {
@@ -55,6 +65,7 @@ func (t *offsetTracker) done(off int64) bool {
 		return false
 	}
 	live[i].done = true
+	t.fresh = false
 	return true
 }
 
@@ -69,10 +80,16 @@ func (t *offsetTracker) pending() int {
 	return n
 }
 
-// committable advances past finished offsets and returns the offset to
-// commit (the lowest unfinished one, else one past the highest added) and
-// the finished offsets above it, ascending.
-func (t *offsetTracker) committable() (int64, []int64) {
+// commitInfo advances past finished offsets and returns the offset to
+// commit (the lowest unfinished one, else one past the highest added), the
+// commit metadata listing the finished offsets above it, and covered: every
+// finished offset at or below covered is retired by this commit (below the
+// commit, or listed in the metadata). When the metadata is full, finished
+// offsets above covered are not retired yet, and their follow-up records
+// must wait (producing them would fork the delivery after a crash). It is
+// computed in one scan that stops when the metadata is full, and remembered
+// until the next done.
+func (t *offsetTracker) commitInfo() (commit int64, meta string, covered int64) {
 	for t.head < len(t.entries) && t.entries[t.head].done {
 		t.head++
 	}
@@ -81,59 +98,64 @@ func (t *offsetTracker) committable() (int64, []int64) {
 		t.head = 0
 	}
 	if t.head == len(t.entries) {
-		return t.next, nil
+		return t.next, "", math.MaxInt64
 	}
-	var above []int64
-	for _, e := range t.entries[t.head+1:] {
-		if e.done {
-			above = append(above, e.off)
+	if t.fresh {
+		return t.lastCommit, t.lastMeta, t.lastCovered
+	}
+	commit = t.entries[t.head].off
+	covered = math.MaxInt64
+	maxRaw := base64.RawURLEncoding.DecodedLen(maxCommitMetadata - len(commitMetadataPrefix))
+	buf := t.buf[:0]
+	prevEnd := commit
+	live := t.entries[t.head+1:]
+	for i := 0; i < len(live); {
+		if !live[i].done {
+			i++
+			continue
 		}
+		j := i + 1
+		for j < len(live) && live[j].done && live[j].off == live[j-1].off+1 {
+			j++
+		}
+		var tmp [2 * binary.MaxVarintLen64]byte
+		n := binary.PutUvarint(tmp[:], uint64(live[i].off-prevEnd))
+		n += binary.PutUvarint(tmp[n:], uint64(j-i))
+		if len(buf)+n > maxRaw {
+			covered = live[i].off - 1
+			break
+		}
+		buf = append(buf, tmp[:n]...)
+		prevEnd = live[j-1].off + 1
+		i = j
 	}
-	return t.entries[t.head].off, above
+	t.buf = buf
+	if len(buf) > 0 {
+		meta = commitMetadataPrefix + base64.RawURLEncoding.EncodeToString(buf)
+	}
+	t.fresh, t.lastCommit, t.lastMeta, t.lastCovered = true, commit, meta, covered
+	return commit, meta, covered
 }
 
 // Commit metadata: "hr1:" then base64url (no padding) of uvarint pairs
-// (gap, run): the first run starts gap offsets after the commit offset, each
-// next one gap offsets after the previous run's end. Finished offsets that
-// would take the text past maxCommitMetadata are left out (they are sent
-// again after a crash: duplicates, never loss). Kafka's default
-// offset.metadata.max.bytes is 4096.
+// (gap, run): the first run of consecutive finished offsets starts gap
+// offsets after the commit offset, each next one gap offsets after the
+// previous run's end. Finished offsets that would take the text past
+// maxCommitMetadata are left out, highest first; their follow-up records
+// are held back until a later commit retires them (see commitInfo), so a
+// crash can only make them be sent again (duplicates, never loss or forks).
+// Kafka's default offset.metadata.max.bytes is 4096.
 const (
 	commitMetadataPrefix = "hr1:"
 	maxCommitMetadata    = 3072
 )
-
-func encodeDoneAbove(commit int64, above []int64) string {
-	if len(above) == 0 {
-		return ""
-	}
-	buf := make([]byte, 0, 64)
-	maxRaw := base64.RawURLEncoding.DecodedLen(maxCommitMetadata - len(commitMetadataPrefix))
-	prevEnd := commit // one past the previous run
-	for i := 0; i < len(above); {
-		j := i + 1
-		for j < len(above) && above[j] == above[j-1]+1 {
-			j++
-		}
-		var tmp [2 * binary.MaxVarintLen64]byte
-		n := binary.PutUvarint(tmp[:], uint64(above[i]-prevEnd))
-		n += binary.PutUvarint(tmp[n:], uint64(j-i))
-		if len(buf)+n > maxRaw {
-			break
-		}
-		buf = append(buf, tmp[:n]...)
-		prevEnd = above[j-1] + 1
-		i = j
-	}
-	return commitMetadataPrefix + base64.RawURLEncoding.EncodeToString(buf)
-}
 
 // offsetRange is [from, to).
 type offsetRange struct{ from, to int64 }
 
 var errBadCommitMetadata = errors.New("pipeline: malformed commit metadata")
 
-// decodeDoneAbove parses metadata written by encodeDoneAbove for a commit at
+// decodeDoneAbove parses metadata written by commitInfo for a commit at
 // commit. Metadata hookrelay did not write (e.g. a member ID) yields no
 // ranges and no error.
 func decodeDoneAbove(commit int64, meta string) ([]offsetRange, error) {

@@ -6,6 +6,22 @@ import (
 	"testing"
 )
 
+// committable is commitInfo with the metadata decoded to a list.
+func (t *offsetTracker) committable() (int64, []int64) {
+	c, meta, _ := t.commitInfo()
+	rs, err := decodeDoneAbove(c, meta)
+	if err != nil {
+		panic(err)
+	}
+	var above []int64
+	for _, r := range rs {
+		for o := r.from; o < r.to; o++ {
+			above = append(above, o)
+		}
+	}
+	return c, above
+}
+
 func TestOffsetTrackerCommitsLowestUnfinished(t *testing.T) {
 	tr := newOffsetTracker(10)
 	if c, above := tr.committable(); c != 10 || above != nil {
@@ -69,35 +85,45 @@ func TestDoneAboveRoundTrip(t *testing.T) {
 		{100, []int64{101, 102, 103, 200, 201, 1 << 40}},
 		{0, []int64{5, 7, 9, 11}},
 	} {
-		meta := encodeDoneAbove(tc.commit, tc.above)
-		got, err := decodeDoneAbove(tc.commit, meta)
-		if err != nil {
-			t.Fatalf("decode(%q): %v", meta, err)
+		tr := newOffsetTracker(tc.commit)
+		tr.add(tc.commit)
+		for _, o := range tc.above {
+			tr.add(o)
+			tr.done(o)
 		}
-		var flat []int64
-		for _, r := range got {
-			for o := r.from; o < r.to; o++ {
-				flat = append(flat, o)
-			}
-		}
-		if !reflect.DeepEqual(flat, tc.above) {
-			t.Fatalf("round trip of %v via %q = %v", tc.above, meta, flat)
+		c, got := tr.committable()
+		if c != tc.commit || !reflect.DeepEqual(got, tc.above) {
+			t.Fatalf("round trip of %v = %d, %v", tc.above, c, got)
 		}
 	}
 }
 
 func TestDoneAboveBounded(t *testing.T) {
-	var above []int64
-	for o := int64(1); o < 100000; o += 2 { // worst case: no runs
-		above = append(above, o)
+	tr := newOffsetTracker(0)
+	for o := int64(0); o < 100000; o++ {
+		tr.add(o)
+		if o%2 == 1 { // worst case: no runs
+			tr.done(o)
+		}
 	}
-	meta := encodeDoneAbove(0, above)
-	if len(meta) > maxCommitMetadata {
-		t.Fatalf("metadata is %d bytes; cap %d", len(meta), maxCommitMetadata)
+	c, meta, covered := tr.commitInfo()
+	if c != 0 || len(meta) > maxCommitMetadata {
+		t.Fatalf("commit %d, metadata %d bytes; want 0 and at most %d", c, len(meta), maxCommitMetadata)
+	}
+	if covered <= 1 || covered >= 99999 {
+		t.Fatalf("covered = %d; want the metadata's last listed run, well below the highest offset", covered)
 	}
 	got, err := decodeDoneAbove(0, meta)
 	if err != nil || len(got) == 0 || got[0].from != 1 {
 		t.Fatalf("decode = %v, %v; want the lowest runs kept", got, err)
+	}
+	// Remembered until the next done; recomputed after it.
+	if _, again, _ := tr.commitInfo(); again != meta {
+		t.Fatal("unchanged tracker gave different metadata")
+	}
+	tr.done(0)
+	if c, _, _ := tr.commitInfo(); c != 2 {
+		t.Fatalf("after done(0): commit %d; want 2", c)
 	}
 }
 

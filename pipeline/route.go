@@ -59,6 +59,16 @@ func (p *RetryPolicy) Tiers() retrytiers.Tiers { return p.tiers }
 // dispatcher's memory instead of going through a tier.
 func (p *RetryPolicy) MinHold() time.Duration { return p.tiers.Smallest() }
 
+// CapPause limits an endpoint pause (a 429's Retry-After) to the longest
+// tier from now, the same cap as a retry's delay: a receiver cannot park its
+// deliveries past the queue TTL or pause itself for years.
+func (p *RetryPolicy) CapPause(until, now time.Time) time.Time {
+	if limit := now.Add(p.schedule.MaxDelay()); until.After(limit) {
+		return limit
+	}
+	return until
+}
+
 // Expired reports whether the event of m is older than the queue TTL at now.
 func (p *RetryPolicy) Expired(m retrytiers.Meta, now time.Time) bool {
 	return !m.EventTime.IsZero() && now.Sub(m.EventTime) > p.ttl
@@ -116,8 +126,8 @@ func (p *RetryPolicy) Decide(m retrytiers.Meta, r *AttemptResult, now time.Time,
 			delay = min(r.RetryAfter, p.schedule.MaxDelay())
 		}
 		due := now.Add(delay)
-		if r.PauseUntil.After(next.PauseUntil) {
-			next.PauseUntil = r.PauseUntil
+		if pu := p.CapPause(r.PauseUntil, now); pu.After(next.PauseUntil) {
+			next.PauseUntil = pu
 		}
 		next.Attempt = m.Attempt + 1
 		next.DueAt = due
@@ -138,19 +148,22 @@ func (p *RetryPolicy) hop(due, now time.Time) string {
 	return p.deliveries
 }
 
-// Park returns rec moved to a tier without consuming an attempt: the
-// endpoint's backlog is full, or it is paused until until. The park delay
-// is the smallest tier doubled per consecutive park of the endpoint (level),
-// capped at the longest tier, and never ends before until. So a dead endpoint
-// with N parked deliveries has them re-read at most N times per longest-tier
-// delay once it has backed off (N/6 h by default).
-func (p *RetryPolicy) Park(m retrytiers.Meta, rec *kgo.Record, until time.Time, level int, now time.Time) *kgo.Record {
+// Park returns the delivery (key, value) moved to a tier without consuming
+// an attempt: its endpoint is backlogged or paused until until. The park
+// delay is the smallest tier doubled for each time this delivery was parked
+// before (m.Parks), capped at the longest tier, and never ends before until
+// (itself capped, see CapPause). So a burst to a healthy endpoint comes back
+// after the smallest tier, while a delivery of a dead endpoint backs off to
+// one re-read per longest tier: N parked deliveries cost at most N re-reads
+// per 6 h by default.
+func (p *RetryPolicy) Park(m retrytiers.Meta, key, value []byte, until time.Time, now time.Time) *kgo.Record {
 	delay := p.tiers.Smallest()
-	for i := 0; i < level && delay < p.schedule.MaxDelay(); i++ {
+	for i := 0; i < m.Parks && delay < p.schedule.MaxDelay(); i++ {
 		delay *= 2
 	}
 	delay = min(delay, p.schedule.MaxDelay())
 	due := now.Add(delay)
+	until = p.CapPause(until, now)
 	if until.After(due) {
 		due = until
 	}
@@ -159,5 +172,5 @@ func (p *RetryPolicy) Park(m retrytiers.Meta, rec *kgo.Record, until time.Time, 
 	if until.After(m.PauseUntil) {
 		m.PauseUntil = until
 	}
-	return deliveryRecord(p.hop(due, now), rec, &m)
+	return deliveryRecord(p.hop(due, now), key, value, &m)
 }

@@ -96,23 +96,33 @@ func TestParkBacksOffAndHonoursPause(t *testing.T) {
 	now := time.Unix(1000, 0)
 	rec := &kgo.Record{Key: []byte("e"), Value: []byte("{}")}
 	m := retrytiers.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "e", Attempt: 3}
-	for level, want := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute} {
-		out := p.Park(m, rec, time.Time{}, level, now)
+	// Each park of the same delivery doubles its delay.
+	for parks, want := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		m.Parks = parks
+		out := p.Park(m, rec.Key, rec.Value, time.Time{}, now)
 		got, err := retrytiers.ParseMeta(out.Headers)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := got.DueAt.Sub(now); d != want || got.Attempt != 3 || got.Parks != 1 {
-			t.Fatalf("level %d: due +%v attempt %d parks %d; want +%v, attempt 3 (not consumed), parks 1", level, d, got.Attempt, got.Parks, want)
+		if d := got.DueAt.Sub(now); d != want || got.Attempt != 3 || got.Parks != parks+1 {
+			t.Fatalf("parks %d: due +%v attempt %d parks %d; want +%v, attempt 3 (not consumed), parks %d", parks, d, got.Attempt, got.Parks, want, parks+1)
 		}
 	}
-	if out := p.Park(m, rec, time.Time{}, 60, now); out.Topic != "t.retry-6h" {
-		t.Fatalf("high level parks in %s; want the 6h tier", out.Topic)
+	m.Parks = 60
+	if out := p.Park(m, rec.Key, rec.Value, time.Time{}, now); out.Topic != "t.retry-6h" {
+		t.Fatalf("a delivery parked 60 times parks in %s; want the 6h tier", out.Topic)
 	}
+	m.Parks = 0
 	until := now.Add(45 * time.Minute)
-	out := p.Park(m, rec, until, 0, now)
+	out := p.Park(m, rec.Key, rec.Value, until, now)
 	got, _ := retrytiers.ParseMeta(out.Headers)
 	if !got.DueAt.Equal(until) || !got.PauseUntil.Equal(until) {
 		t.Fatalf("paused park due %v pause %v; want both %v", got.DueAt, got.PauseUntil, until)
+	}
+	// A pause is capped at the longest tier.
+	out = p.Park(m, rec.Key, rec.Value, now.Add(1000*time.Hour), now)
+	got, _ = retrytiers.ParseMeta(out.Headers)
+	if want := now.Add(6 * time.Hour); !got.DueAt.Equal(want) || !got.PauseUntil.Equal(want) {
+		t.Fatalf("huge pause: due %v pause %v; want both capped at %v", got.DueAt, got.PauseUntil, want)
 	}
 }

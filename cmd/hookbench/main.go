@@ -5,7 +5,7 @@
 // and ends with ONE line of JSON holding every figure.
 //
 // Scenarios (-scenarios, default all; -quick shrinks every size so the whole
-// run takes about two minutes):
+// run takes two to three minutes):
 //
 //  1. Throughput: -s1-endpoints fast endpoints, -s1-deliveries events
 //     preloaded (one delivery each), hookrelay started, 2xx completions
@@ -119,7 +119,7 @@ func main() {
 	var o options
 	fs := flag.CommandLine
 	fs.StringVar(&o.scenarios, "scenarios", "1,2,3,4,5,6,7,8", "scenarios to run, comma-separated (1-8)")
-	fs.BoolVar(&o.quick, "quick", false, "smoke run: every size shrunk (flags set explicitly still win); about two minutes")
+	fs.BoolVar(&o.quick, "quick", false, "smoke run: every size shrunk (flags set explicitly still win); two to three minutes")
 	fs.StringVar(&o.hookrelay, "hookrelay", "bin/hookrelay", "hookrelay binary (`make build`)")
 	fs.StringVar(&o.brokers, "brokers", cmp.Or(os.Getenv("HOOKRELAY_BROKERS"), "127.0.0.1:9092"), "Kafka brokers (env HOOKRELAY_BROKERS)")
 	fs.StringVar(&o.clickhouse, "clickhouse", cmp.Or(os.Getenv("HOOKRELAY_CLICKHOUSE"), "clickhouse://127.0.0.1:9000/default"), "ClickHouse DSN (env HOOKRELAY_CLICKHOUSE); each scenario replaces the database")

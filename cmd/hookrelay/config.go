@@ -64,7 +64,7 @@ var settings = []setting{
 	{"partitions", "HOOKRELAY_PARTITIONS", "12", "partitions of the events, deliveries, tier and attempts topics (fixed once created)"},
 	{"replication-factor", "HOOKRELAY_REPLICATION_FACTOR", "-1", "replication factor of created topics (-1: broker default)"},
 	{"min-insync-replicas", "HOOKRELAY_MIN_INSYNC_REPLICAS", "0", "min.insync.replicas of created topics (0: broker default)"},
-	{"instance-id", "HOOKRELAY_INSTANCE_ID", "", "stable, unique name of this process; names its transactional producers (default: host name)"},
+	{"instance-id", "HOOKRELAY_INSTANCE_ID", "", "stable name of this process, unique among live ones (two processes on one host need their own); names its transactional producers and static group members (default: host name)"},
 	{"http-addr", "HOOKRELAY_HTTP_ADDR", "127.0.0.1:8080", "address of /metrics, /healthz and /readyz"},
 	{"allow-networks", "HOOKRELAY_ALLOW_NETWORKS", "", "CIDRs the SSRF guard lets through although not global, comma-separated (e.g. 127.0.0.0/8)"},
 	{"retry-schedule", "HOOKRELAY_RETRY_SCHEDULE", retrytiers.DefaultSchedule().String(), "delays after each failed attempt, comma-separated durations; attempts = delays + 1"},
@@ -133,6 +133,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 		return nil, bad("kafka-tls", err)
 	}
 	c.TLSCAFile = get("kafka-tls-ca")
+	if c.TLSCAFile != "" && !c.TLS {
+		return nil, bad("kafka-tls-ca", errors.New("set, but --kafka-tls (HOOKRELAY_KAFKA_TLS) is off"))
+	}
 	c.SASLMechanism = strings.ToUpper(get("kafka-sasl-mechanism"))
 	c.SASLUser, c.SASLPassword = get("kafka-sasl-user"), get("kafka-sasl-password")
 	switch c.SASLMechanism {
@@ -190,8 +193,10 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	if len(c.Roles) == 0 {
 		return nil, bad("roles", errors.New("at least one role is required"))
 	}
-	if c.MaxEventBytes, err = strconv.Atoi(get("max-event-bytes")); err != nil || c.MaxEventBytes < 1 {
-		return nil, bad("max-event-bytes", fmt.Errorf("must be a positive integer, got %q", get("max-event-bytes")))
+	// Binary data grows by 4/3 as base64 in the webhook body, and a
+	// delivery record must fit Kafka's default 1 MiB message limit.
+	if c.MaxEventBytes, err = strconv.Atoi(get("max-event-bytes")); err != nil || c.MaxEventBytes < 1 || c.MaxEventBytes > 512<<10 {
+		return nil, bad("max-event-bytes", fmt.Errorf("must be an integer from 1 to 524288 (512 KiB), got %q", get("max-event-bytes")))
 	}
 	if c.EndpointBuffer, err = strconv.Atoi(get("endpoint-backlog")); err != nil || c.EndpointBuffer < 1 {
 		return nil, bad("endpoint-backlog", fmt.Errorf("must be a positive integer, got %q", get("endpoint-backlog")))

@@ -3,7 +3,6 @@ package events
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"mime"
 	"strings"
 	"unicode/utf8"
@@ -84,16 +83,13 @@ func lowerHex(s string) bool {
 	return true
 }
 
-// ErrDataNotJSON is returned by DataJSON when the event declares a JSON
-// content type but its data is not valid JSON. [Decode] refuses such events,
-// so it only happens for events made elsewhere.
-var ErrDataNotJSON = errors.New("events: data is not valid JSON for its JSON content type")
-
 // DataJSON returns the event's data as the JSON value of the webhook body's
 // "data" member, by the rules in the package documentation (inline JSON, a
 // JSON string for text, a base64 JSON string for binary, null for none). The
-// result is not compacted and may share memory with the event; it fails only
-// with [ErrDataNotJSON].
+// result is not compacted and may share memory with the event. Data declared
+// JSON is returned as is, not validated again: [Decode] refuses events whose
+// JSON data is invalid, and webhook.Body validates while it compacts. The
+// error result is always nil today; it is kept for data rules that can fail.
 func DataJSON(ev event.Event) (json.RawMessage, error) {
 	data := ev.DataEncoded
 	if len(data) == 0 {
@@ -102,9 +98,6 @@ func DataJSON(ev event.Event) (json.RawMessage, error) {
 	mt := mediaType(ev.DataContentType())
 	switch {
 	case isJSONMediaType(mt):
-		if !json.Valid(data) {
-			return nil, ErrDataNotJSON
-		}
 		return json.RawMessage(data), nil
 	case ev.DataBase64:
 		return base64String(data), nil
