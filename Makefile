@@ -55,9 +55,17 @@ demo: deps up build
 	go build -o bin/hookrelay-demo ./cmd/hookrelay-demo
 	bin/hookrelay-demo $(DEMO_FLAGS)
 
-## bench: (filled in by the benchmark issue)
-bench:
-	@echo "bench: not written yet (benchmark issue)"
+# BENCH_FLAGS passes hookbench flags, e.g. `make bench BENCH_FLAGS=-quick` (two to three minutes)
+# or `make bench BENCH_FLAGS='-scenarios 1,2 -profile 15s'`. The full run takes about 15-25 minutes.
+# The output (progress, results, and the final JSON line) is also kept in .local/bench/last.txt.
+BENCH_FLAGS ?=
+
+## bench: benchmark harness (cmd/hookbench): 8 scenarios against the local stack, which it starts;
+## ends with one JSON line holding every figure (see BENCHMARKS.md)
+bench: deps up build
+	go build -o bin/hookbench ./cmd/hookbench
+	mkdir -p .local/bench
+	$(TEST_ENV) bin/hookbench -hookrelay bin/hookrelay -stack-pids .local/pids $(BENCH_FLAGS) 2>&1 | tee .local/bench/last.txt
 
 ## lint: gofmt and go vet
 lint:
