@@ -60,7 +60,7 @@ func (b *bench) runAudit(ctx context.Context) (*AuditResult, error) {
 		return nil, err
 	}
 	defer e.cleanup(ctx)
-	if _, err := e.hookrelayCmd(ctx, "endpoints", "list"); err != nil { // creates the topics
+	if err := e.ensureTopics(ctx); err != nil {
 		return nil, err
 	}
 	p := &producer{cl: b.kcl}

@@ -20,6 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hookrelay/hookrelay/pipeline"
+	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // bench holds what every scenario shares: the stack's clients, the run's
@@ -210,26 +213,45 @@ func (e *env) hookrelayCmd(ctx context.Context, args ...string) (string, error) 
 	return string(out), nil
 }
 
-// addEndpoints registers specs with `hookrelay endpoints add`: the first
-// alone (it creates the scenario's topics), the rest four at a time.
-// (Concurrent first calls race in topic creation: one may see the other's
-// new deliveries topic with 0 partitions and refuse it.)
+// ensureTopics creates the scenario's topics as `hookrelay run` would
+// (pipeline.EnsureTopics, with its partitions and retry schedule), so events
+// can be preloaded before hookrelay starts. `endpoints add` creates only the
+// endpoint topics.
+func (e *env) ensureTopics(ctx context.Context) error {
+	schedule := retrytiers.DefaultSchedule()
+	for _, kv := range e.environ() {
+		if v, ok := strings.CutPrefix(kv, "HOOKRELAY_RETRY_SCHEDULE="); ok {
+			var err error
+			if schedule, err = retrytiers.ParseSchedule(v); err != nil {
+				return err
+			}
+		}
+	}
+	topics := pipeline.NewTopics(e.prefix)
+	policy, err := pipeline.NewRetryPolicy(schedule, topics, 0)
+	if err != nil {
+		return err
+	}
+	return pipeline.EnsureTopics(ctx, e.b.adm, topics, pipeline.TopicLayout{
+		Partitions: int32(e.b.o.partitions), TierTopics: policy.Tiers().Topics(),
+	})
+}
+
+// addEndpoints creates the scenario's topics, then registers specs with
+// `hookrelay endpoints add`, four at a time.
 func (e *env) addEndpoints(ctx context.Context, specs []endpointSpec) error {
+	if err := e.ensureTopics(ctx); err != nil {
+		return fmt.Errorf("topics: %w", err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(4)
-	for i, s := range specs {
+	for _, s := range specs {
 		args := []string{"endpoints", "add", "--id", s.ID, "--url", s.URL, "--secret", s.Secret,
 			"--events", strings.Join(s.Events, ","),
 			"--rate", strconv.FormatFloat(s.Rate, 'f', -1, 64),
 			"--max-in-flight", strconv.Itoa(s.MaxInFlight)}
 		if s.Timeout > 0 {
 			args = append(args, "--timeout", s.Timeout.String())
-		}
-		if i == 0 {
-			if _, err := e.hookrelayCmd(ctx, args...); err != nil {
-				return err
-			}
-			continue
 		}
 		g.Go(func() error {
 			_, err := e.hookrelayCmd(gctx, args...)
