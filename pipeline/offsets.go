@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
-	"sort"
+	"math/bits"
 	"strings"
 )
 
@@ -19,16 +19,23 @@ import (
 // confluentinc/parallel-consumer), so after a crash or rebalance the next
 // owner skips them instead of sending them again.
 //
+// It keeps one bit per offset from the lowest unfinished one to the highest
+// added (set: pending), so the window a slow delivery holds open costs an
+// eighth of a byte per record. Offsets never added below the highest one
+// (transaction markers, aborted records a read_committed fetch skips) count
+// as finished: no delivery has them.
+//
 // Offsets must be added in ascending order (the order a partition is
 // fetched). Not safe for concurrent use: the dispatcher's poll loop owns it.
 type offsetTracker struct {
-	entries []trackedOffset // ascending; entries[head:] are live
-	head    int
-	next    int64 // one past the highest offset added; the commit when nothing is pending
+	base     int64    // offset of bit 0 of words[0]
+	words    []uint64 // bit i of words[w]: offset base+64w+i is pending
+	next     int64    // one past the highest offset added; the commit when nothing is pending
+	npending int
 
-	// The last commitInfo result while entries[head] is pending; valid
-	// until the next done (adding offsets above a pending one changes
-	// nothing). Saves rescanning a large backlog every flush.
+	// The last commitInfo result while some offset is pending; valid until
+	// the next done (adding offsets above a pending one changes nothing the
+	// metadata must say). Saves rescanning a large window every flush.
 	fresh       bool
 	lastCommit  int64
 	lastMeta    string
@@ -36,13 +43,8 @@ type offsetTracker struct {
 	buf         []byte
 }
 
-type trackedOffset struct {
-	off  int64
-	done bool
-}
-
 func newOffsetTracker(committed int64) *offsetTracker {
-	return &offsetTracker{next: committed}
+	return &offsetTracker{next: committed, base: committed}
 }
 
 // add records that off was fetched and is being worked on. It reports false,
@@ -52,33 +54,33 @@ func (t *offsetTracker) add(off int64) bool {
 	if off < t.next {
 		return false
 	}
-	t.entries = append(t.entries, trackedOffset{off: off})
+	if t.npending == 0 {
+		t.base, t.words = off, t.words[:0] // nothing pending: start the window here
+	}
+	i := off - t.base
+	for int64(len(t.words))*64 <= i {
+		t.words = append(t.words, 0)
+	}
+	t.words[i/64] |= 1 << (i % 64)
+	t.npending++
 	t.next = off + 1
 	return true
 }
 
 // done marks off finished. It reports whether off was pending.
 func (t *offsetTracker) done(off int64) bool {
-	live := t.entries[t.head:]
-	i := sort.Search(len(live), func(i int) bool { return live[i].off >= off })
-	if i == len(live) || live[i].off != off || live[i].done {
+	i := off - t.base
+	if i < 0 || off >= t.next || t.words[i/64]&(1<<(i%64)) == 0 {
 		return false
 	}
-	live[i].done = true
+	t.words[i/64] &^= 1 << (i % 64)
+	t.npending--
 	t.fresh = false
 	return true
 }
 
 // pending returns how many added offsets are not done.
-func (t *offsetTracker) pending() int {
-	n := 0
-	for _, e := range t.entries[t.head:] {
-		if !e.done {
-			n++
-		}
-	}
-	return n
-}
+func (t *offsetTracker) pending() int { return t.npending }
 
 // commitInfo advances past finished offsets and returns the offset to
 // commit (the lowest unfinished one, else one past the highest added), the
@@ -90,44 +92,42 @@ func (t *offsetTracker) pending() int {
 // computed in one scan that stops when the metadata is full, and remembered
 // until the next done.
 func (t *offsetTracker) commitInfo() (commit int64, meta string, covered int64) {
-	for t.head < len(t.entries) && t.entries[t.head].done {
-		t.head++
-	}
-	if t.head > 1024 && t.head > len(t.entries)/2 {
-		t.entries = append(t.entries[:0], t.entries[t.head:]...)
-		t.head = 0
-	}
-	if t.head == len(t.entries) {
+	if t.npending == 0 {
+		t.base, t.words = t.next, t.words[:0]
 		return t.next, "", math.MaxInt64
+	}
+	// Drop whole words of finished offsets below the lowest pending one.
+	w := 0
+	for t.words[w] == 0 {
+		w++
+	}
+	if w > 0 {
+		t.words = append(t.words[:0], t.words[w:]...)
+		t.base += int64(w) * 64
 	}
 	if t.fresh {
 		return t.lastCommit, t.lastMeta, t.lastCovered
 	}
-	commit = t.entries[t.head].off
+	commit = t.base + int64(bits.TrailingZeros64(t.words[0]))
 	covered = math.MaxInt64
 	maxRaw := base64.RawURLEncoding.DecodedLen(maxCommitMetadata - len(commitMetadataPrefix))
 	buf := t.buf[:0]
-	prevEnd := commit
-	live := t.entries[t.head+1:]
-	for i := 0; i < len(live); {
-		if !live[i].done {
-			i++
-			continue
+	prevEnd := commit // the decoder counts the first gap from the commit
+	for o := commit + 1; o < t.next; {
+		// Skip pending offsets, then take the run of finished ones.
+		if o = t.nextFinished(o); o >= t.next {
+			break
 		}
-		j := i + 1
-		for j < len(live) && live[j].done && live[j].off == live[j-1].off+1 {
-			j++
-		}
+		end := min(t.nextPending(o), t.next)
 		var tmp [2 * binary.MaxVarintLen64]byte
-		n := binary.PutUvarint(tmp[:], uint64(live[i].off-prevEnd))
-		n += binary.PutUvarint(tmp[n:], uint64(j-i))
+		n := binary.PutUvarint(tmp[:], uint64(o-prevEnd))
+		n += binary.PutUvarint(tmp[n:], uint64(end-o))
 		if len(buf)+n > maxRaw {
-			covered = live[i].off - 1
+			covered = o - 1
 			break
 		}
 		buf = append(buf, tmp[:n]...)
-		prevEnd = live[j-1].off + 1
-		i = j
+		prevEnd, o = end, end
 	}
 	t.buf = buf
 	if len(buf) > 0 {
@@ -135,6 +135,38 @@ func (t *offsetTracker) commitInfo() (commit int64, meta string, covered int64) 
 	}
 	t.fresh, t.lastCommit, t.lastMeta, t.lastCovered = true, commit, meta, covered
 	return commit, meta, covered
+}
+
+// nextPending returns the lowest pending offset at or above o, or the end of
+// the window.
+func (t *offsetTracker) nextPending(o int64) int64 {
+	i := o - t.base
+	for w := i / 64; w < int64(len(t.words)); w++ {
+		word := t.words[w]
+		if w == i/64 {
+			word &^= (1 << (i % 64)) - 1
+		}
+		if word != 0 {
+			return t.base + w*64 + int64(bits.TrailingZeros64(word))
+		}
+	}
+	return t.base + int64(len(t.words))*64
+}
+
+// nextFinished returns the lowest finished (or never added) offset at or
+// above o, or the end of the window.
+func (t *offsetTracker) nextFinished(o int64) int64 {
+	i := o - t.base
+	for w := i / 64; w < int64(len(t.words)); w++ {
+		word := ^t.words[w]
+		if w == i/64 {
+			word &^= (1 << (i % 64)) - 1
+		}
+		if word != 0 {
+			return t.base + w*64 + int64(bits.TrailingZeros64(word))
+		}
+	}
+	return t.base + int64(len(t.words))*64
 }
 
 // Commit metadata: "hr1:" then base64url (no padding) of uvarint pairs
