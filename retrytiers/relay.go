@@ -1,11 +1,13 @@
 package retrytiers
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -398,7 +400,10 @@ func (r *Relay) step(ctx context.Context, sess *kgo.GroupTransactSession, fetche
 			if rec.Offset < st.next {
 				continue // already buffered or relayed; cannot happen without a rewind, which drops state
 			}
-			st.buf = append(st.buf, rec)
+			// A copy: a fetched record's slices point into its whole
+			// decompressed batch, which a buffered record would otherwise
+			// keep alive for as long as it waits.
+			st.buf = append(st.buf, detach(rec))
 			st.next = rec.Offset + 1
 			r.buffered.Add(1)
 		}
@@ -692,4 +697,17 @@ func (h *wakeHeap) Pop() any {
 	*h = old[:len(old)-1]
 	st.index = -1
 	return st
+}
+
+// detach returns a copy of r whose key, value and headers no longer share
+// memory with the fetch that produced it.
+func detach(r *kgo.Record) *kgo.Record {
+	c := *r
+	c.Key = bytes.Clone(r.Key)
+	c.Value = bytes.Clone(r.Value)
+	c.Headers = make([]kgo.RecordHeader, len(r.Headers))
+	for i, h := range r.Headers {
+		c.Headers[i] = kgo.RecordHeader{Key: strings.Clone(h.Key), Value: bytes.Clone(h.Value)}
+	}
+	return &c
 }

@@ -206,7 +206,10 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 
 // kafkaOpts are the connection options every client shares.
 func (c *config) kafkaOpts() ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	// Fetch at most 16 MiB per request (franz-go's default is 50 MiB per
+	// client): fetched batches stay in memory while their records wait, and
+	// hookrelay runs several consumers.
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.FetchMaxBytes(16 << 20)}
 	if c.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.TLSCAFile != "" {
