@@ -81,7 +81,7 @@ func (b *bench) runAudit(ctx context.Context) (*AuditResult, error) {
 	if err := e.start(ctx, "HOOKRELAY_ROLES=audit"); err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	defer e.Stop()
 	deadline := time.Now().Add(o.drainTimeout)
 	for e.metric("hookrelay_audit_sink_records_total") < float64(o.s7Attempts) && time.Now().Before(deadline) {
 		select {
@@ -120,7 +120,7 @@ func (b *bench) runAudit(ctx context.Context) (*AuditResult, error) {
 		c.Mismatches = []string{fmt.Sprintf("%d attempt records, %d rows", c.Requests, c.Rows)}
 	}
 	c.Waited = round1(time.Since(start).Seconds())
-	if err := e.stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		c.OK = false
 		c.Mismatches = append(c.Mismatches, err.Error())
 	}

@@ -77,7 +77,7 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 	if err := e.start(ctx); err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	defer e.Stop()
 
 	hgen := newEventGen(b.runID+"-s6h-", o.payloadBytes)
 	dgen := newEventGen(b.runID+"-s6d-", o.payloadBytes)
@@ -132,7 +132,7 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 	}
 	quiesce(ctx, rs, time.Second, 30*time.Second)
 	res.Check = e.checkAttempts(ctx, rs, o.checkTimeout)
-	if err := e.stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}

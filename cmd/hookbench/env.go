@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 	"io"
 	"net/http"
 	"net/url"
@@ -119,7 +120,7 @@ type env struct {
 	logPath  string
 	dropAlso []string // more databases to drop in cleanup
 
-	hr    *proc
+	hr    *childproc.Proc
 	smp   *sampler
 	probe *kafkaProbe
 
@@ -164,7 +165,7 @@ func (b *bench) newEnv(ctx context.Context, name string, extra ...string) (*env,
 	if err := b.ch.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+e.db); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", e.db, err)
 	}
-	if e.httpAddr, err = freeAddr(); err != nil {
+	if e.httpAddr, err = childproc.FreeAddr(); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -265,7 +266,7 @@ func (e *env) addEndpoints(ctx context.Context, specs []endpointSpec) error {
 // waits for /readyz, and starts sampling its CPU, RSS and metrics (and the
 // stack's CPU) every -sample interval.
 func (e *env) start(ctx context.Context, more ...string) error {
-	if e.hr != nil && !e.hr.exited() {
+	if e.hr != nil && !e.hr.Exited() {
 		return errors.New("hookrelay already running")
 	}
 	if err := e.waitTopics(ctx, 30*time.Second); err != nil {
@@ -273,12 +274,12 @@ func (e *env) start(ctx context.Context, more ...string) error {
 	}
 	cmd := exec.Command(e.b.o.hookrelay, "run")
 	cmd.Env = e.environ(more...)
-	hr, err := startProc("hookrelay run", cmd, e.logPath)
+	hr, err := childproc.Start("hookrelay run", cmd, e.logPath, nil)
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, hr, e.httpAddr, 90*time.Second); err != nil {
-		hr.stop(10 * time.Second)
+	if err := childproc.WaitReady(ctx, hr, e.httpAddr, 90*time.Second); err != nil {
+		hr.Stop(10 * time.Second)
 		return err
 	}
 	e.hr = hr
@@ -337,7 +338,7 @@ func (e *env) waitTopics(ctx context.Context, timeout time.Duration) error {
 
 // scrape records the tracked metrics; a failed scrape is skipped.
 func (e *env) scrape(now time.Time) {
-	if e.hr == nil || e.hr.exited() {
+	if e.hr == nil || e.hr.Exited() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -386,17 +387,17 @@ func (e *env) metricSeries(name string) ([]time.Time, []float64) {
 
 // stop stops hookrelay (SIGTERM, 60 s grace) and the sampler. A non-clean
 // exit is returned as an error naming the log.
-func (e *env) stop() error {
+func (e *env) Stop() error {
 	if e.hr == nil {
 		return nil
 	}
 	e.probe.Stop()
-	err := e.hr.stop(60 * time.Second)
+	err := e.hr.Stop(60 * time.Second)
 	if e.smp != nil {
 		e.smp.Stop()
 	}
 	if err != nil {
-		return fmt.Errorf("hookrelay run did not stop cleanly: %v; last lines of %s:\n%s", err, e.logPath, tail(e.logPath, 10))
+		return fmt.Errorf("hookrelay run did not stop cleanly: %v; last lines of %s:\n%s", err, e.logPath, childproc.Tail(e.logPath, 10))
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 	if err := e.start(ctx); err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	defer e.Stop()
 	gen := newEventGen(b.runID+"-s2-", o.payloadBytes)
 	start := time.Now()
 	from, to := start.Add(o.warmup), start.Add(o.warmup+o.s2Duration)
@@ -78,7 +78,7 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 	res.PeakRSSMiB = res.Processes["hookrelay"].PeakRSSMiB
 	quiesce(ctx, rs, time.Second, 30*time.Second)
 	res.Check = e.checkAttempts(ctx, rs, o.checkTimeout)
-	if err := e.stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}
@@ -224,7 +224,7 @@ func (b *bench) runIsolation(ctx context.Context, key string, hung, naive bool) 
 	} else if err := e.start(ctx); err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	defer e.Stop()
 
 	gen := newEventGen(b.runID+"-s"+key+"-", o.payloadBytes)
 	start := time.Now()
@@ -294,7 +294,7 @@ func (b *bench) runIsolation(ctx context.Context, key string, hung, naive bool) 
 	}
 	quiesce(ctx, all, 2*time.Second, o.hangTimeout+30*time.Second)
 	run.Check = e.checkAttempts(ctx, all, o.checkTimeout)
-	if err := e.stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		run.Check.OK = false
 		run.Check.Mismatches = append(run.Check.Mismatches, err.Error())
 	}

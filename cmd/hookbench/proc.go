@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -160,132 +157,11 @@ func (s *sampler) Last(name string) (Sample, bool) {
 	return ser[len(ser)-1], true
 }
 
-// proc is a child process hookbench owns: stop signals it and waits.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-// startProc runs cmd with stdout and stderr appended to logPath, in its own
-// process group, with hookbench's death signalled to it (Pdeathsig), so an
-// interrupted run leaves no child behind.
-func startProc(name string, cmd *exec.Cmd, logPath string) (*proc, error) {
-	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s (%s): %w", name, cmd.Path, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// Pid is the process ID.
-func (p *proc) Pid() int { return p.cmd.Process.Pid }
-
-// stop sends SIGTERM, waits up to grace, then SIGKILLs. It returns the exit
-// error; an exit caused by our SIGTERM is nil.
-func (p *proc) stop(grace time.Duration) error {
-	select {
-	case <-p.done:
-		return p.err
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		var ee *exec.ExitError
-		if errors.As(p.err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGTERM {
-			return nil
-		}
-		return p.err
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not exit within %s of SIGTERM: killed", p.name, grace)
-	}
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// tail returns the last n lines of a file, indented.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "    (" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
-}
-
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// metricSet is one scrape of a Prometheus text exposition.
+type metricSet map[string]*dto.MetricFamily
 
 // opsClient talks to hookrelay's ops address.
 var opsClient = &http.Client{Timeout: 5 * time.Second}
-
-// waitReady polls http://addr/readyz until 200, p exits, or timeout.
-func waitReady(ctx context.Context, p *proc, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		if p.exited() {
-			return fmt.Errorf("hookrelay exited before /readyz answered 200 (%v); last lines of %s:\n%s", p.err, p.log, tail(p.log, 20))
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
-		res, err := opsClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(io.LimitReader(res.Body, 1024))
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%s %s", res.Status, strings.TrimSpace(string(b)))
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("hookrelay /readyz not 200 within %s (last: %s); last lines of %s:\n%s", timeout, last, p.log, tail(p.log, 20))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// metricSet is one scrape of a Prometheus text exposition.
-type metricSet map[string]*dto.MetricFamily
 
 // scrapeMetrics reads hookrelay's /metrics.
 func scrapeMetrics(ctx context.Context, addr string) (metricSet, error) {

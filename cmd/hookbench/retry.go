@@ -52,7 +52,7 @@ func (b *bench) runRetry(ctx context.Context) (*RetryResult, error) {
 	if err := e.start(ctx); err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	defer e.Stop()
 	gen := newEventGen(b.runID+"-s5-", o.payloadBytes)
 	stop := make(chan struct{})
 	go func() { b.progressUntil(ctx, e, rs, time.Now().Add(o.s5Duration), stop); close(stop) }()
@@ -115,7 +115,7 @@ func (b *bench) runRetry(ctx context.Context) (*RetryResult, error) {
 		}
 		res.ByAttempt[label] = summarize(l)
 	}
-	if err := e.stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}

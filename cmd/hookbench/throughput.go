@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 	"strconv"
 	"time"
 )
@@ -111,7 +112,7 @@ func (b *bench) runThroughput(ctx context.Context, github bool) (*ThroughputResu
 	if err := e.start(ctx); err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	defer e.Stop()
 	ready := time.Now()
 	profDone := make(chan struct{})
 	if o.profile > 0 && !github {
@@ -167,7 +168,7 @@ func (b *bench) runThroughput(ctx context.Context, github bool) (*ThroughputResu
 
 	quiesce(ctx, rs, time.Second, 30*time.Second)
 	res.Check = e.checkAttempts(ctx, rs, o.checkTimeout)
-	if err := e.stop(); err != nil {
+	if err := e.Stop(); err != nil {
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}
@@ -190,8 +191,8 @@ func (b *bench) waitDelivered(ctx context.Context, e *env, rs receivers, want in
 		if ok >= want {
 			return nil
 		}
-		if e.hr != nil && e.hr.exited() {
-			return fmt.Errorf("hookrelay exited (%v); last lines of %s:\n%s", e.hr.err, e.logPath, tail(e.logPath, 20))
+		if e.hr != nil && e.hr.Exited() {
+			return fmt.Errorf("hookrelay exited (%v); last lines of %s:\n%s", e.hr.Err(), e.logPath, childproc.Tail(e.logPath, 20))
 		}
 		if time.Since(start) > timeout {
 			return fmt.Errorf("only %d of %d deliveries arrived within %s", ok, want, timeout)

@@ -56,6 +56,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 	"net/url"
 	"os"
 	"os/exec"
@@ -200,7 +201,7 @@ func run(ctx context.Context, o options) error {
 	var receivers []*receiver
 	defer func() {
 		for _, r := range receivers {
-			r.stop(5 * time.Second)
+			r.Stop(5 * time.Second)
 		}
 	}()
 	for _, ep := range demoEndpoints {
@@ -213,11 +214,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		receivers = append(receivers, r)
-		step("receiver %-10s %s (pid %d)", ep.Behaviour, r.url, r.cmd.Process.Pid)
+		step("receiver %-10s %s (pid %d)", ep.Behaviour, r.url, r.Pid())
 	}
 
 	// hookrelay.
-	httpAddr, err := freeAddr()
+	httpAddr, err := childproc.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -230,17 +231,17 @@ func run(ctx context.Context, o options) error {
 	}
 	cmd := exec.Command(o.hookrelay, "run")
 	cmd.Env = env
-	hr, err := start("hookrelay run", cmd, filepath.Join(o.runDir, "hookrelay.log"), nil)
+	hr, err := childproc.Start("hookrelay run", cmd, filepath.Join(o.runDir, "hookrelay.log"), nil)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := hr.stop(30 * time.Second); err != nil {
-			fmt.Fprintf(os.Stderr, "hookrelay run: %v (see %s)\n", err, hr.log)
+		if err := hr.Stop(30 * time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "hookrelay run: %v (see %s)\n", err, hr.Log)
 		}
 	}()
-	step("hookrelay run started (pid %d, http %s, log %s); waiting for /readyz", cmd.Process.Pid, httpAddr, hr.log)
-	if err := waitReady(ctx, hr, httpAddr, 90*time.Second); err != nil {
+	step("hookrelay run started (pid %d, http %s, log %s); waiting for /readyz", cmd.Process.Pid, httpAddr, hr.Log)
+	if err := childproc.WaitReady(ctx, hr, httpAddr, 90*time.Second); err != nil {
 		return err
 	}
 	step("hookrelay ready")
@@ -266,8 +267,8 @@ func run(ctx context.Context, o options) error {
 
 	// Stop hookrelay here, not in the deferred cleanup, to report its exit.
 	step("stopping hookrelay and the receivers (the stack stays up)")
-	if err := hr.stop(30 * time.Second); err != nil {
-		problems = append(problems, fmt.Sprintf("hookrelay run did not stop cleanly: %v (see %s)", err, hr.log))
+	if err := hr.Stop(30 * time.Second); err != nil {
+		problems = append(problems, fmt.Sprintf("hookrelay run did not stop cleanly: %v (see %s)", err, hr.Log))
 	}
 	if len(problems) == 0 && !o.keep {
 		topics, groups, err := deleteRun(ctx, kcl, o.prefix)
