@@ -465,16 +465,23 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 	}
 }
 
+// reader returns a client that reads topic from the start with
+// read_committed, as the pipeline's own consumers do.
+func (h *harness) reader(topic string, extra ...kgo.Opt) *kgo.Client {
+	h.t.Helper()
+	return stack.Client(h.t, append([]kgo.Opt{
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}, extra...)...)
+}
+
 // countByKey reads topic from the start with read_committed until a whole
 // second brings nothing new, and counts records by key. For diagnostics.
 func (h *harness) countByKey(topic string) map[string]int {
 	h.t.Helper()
-	cl := stack.Client(h.t,
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(200*time.Millisecond),
-	)
+	cl := h.reader(topic)
 	defer cl.Close()
 	out := map[string]int{}
 	deadline := time.Now().Add(30 * time.Second)
@@ -573,13 +580,7 @@ func (h *harness) events(evs []cloudEvent) []*kgo.Record {
 // returns true for everything read so far, or fails after timeout.
 func (h *harness) readTopic(topic string, timeout time.Duration, want func([]*kgo.Record) (bool, string)) []*kgo.Record {
 	h.t.Helper()
-	cl := stack.Client(h.t,
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.FetchMaxBytes(8<<20),
-	)
+	cl := h.reader(topic, kgo.FetchMaxBytes(8<<20))
 	var got []*kgo.Record
 	deadline := time.Now().Add(timeout)
 	for {
