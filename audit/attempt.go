@@ -1,10 +1,17 @@
 // Package audit records every delivery attempt hookrelay makes and serves the
 // customer-visible delivery log.
 //
-// An [Attempt] is produced to the attempts topic by the dispatcher the moment an
-// attempt ends (Kafka is the buffer, so a ClickHouse outage loses nothing); a
-// [Sink] consumes that topic and batch-inserts into a [Store]. The package
-// imports nothing of hookrelay's pipeline.
+// This root package is vocabulary: the [Attempt] record and its [Outcome]s,
+// the [Store] interface with its queries, an in-memory [Memory] store and the
+// log's text rendering. It imports only the standard library. The machinery
+// lives below it:
+//
+//   - audit/chstore: the ClickHouse store (schema, migrations, queries);
+//   - audit/sink: the Kafka consumer that batch-inserts the attempts topic
+//     into a Store (Kafka is the buffer, so a ClickHouse outage loses nothing);
+//   - audit/audittest: the conformance suite every Store passes.
+//
+// The dispatcher produces an Attempt to the attempts topic for every attempt.
 package audit
 
 import (

@@ -28,20 +28,20 @@ func (m *Memory) Insert(ctx context.Context, attempts []Attempt) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateAll(attempts); err != nil {
+	if err := ValidateAll(attempts); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, a := range attempts {
-		m.rows[a.AttemptID] = normalize(a)
+		m.rows[a.AttemptID] = Normalize(a)
 	}
 	return nil
 }
 
 // Log implements [Store.Log].
 func (m *Memory) Log(ctx context.Context, q Query) ([]Attempt, error) {
-	q, err := q.validate()
+	q, err := q.Validate()
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func compareLog(a Attempt, c Cursor) int {
 
 // Count implements [Store.Count].
 func (m *Memory) Count(ctx context.Context, f Filter) (int64, error) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -97,7 +97,7 @@ func (m *Memory) Count(ctx context.Context, f Filter) (int64, error) {
 
 // Summary implements [Store.Summary].
 func (m *Memory) Summary(ctx context.Context, f Filter) ([]EndpointSummary, error) {
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -122,7 +122,7 @@ func (m *Memory) Summary(ctx context.Context, f Filter) ([]EndpointSummary, erro
 		e.sum.Attempts++
 		e.sum.Outcomes[a.Outcome]++
 		e.deliveries[a.DeliveryID] = true
-		if a.Outcome.wentToNetwork() {
+		if a.Outcome.WentToNetwork() {
 			e.latencies = append(e.latencies, a.LatencyMs)
 		}
 	}

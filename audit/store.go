@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// Store is a delivery-log backend: [ClickHouse] in production, [Memory] in
+// Store is a delivery-log backend: chstore.Store in production, [Memory] in
 // tests. Every implementation passes the conformance suite in package
 // audit/audittest. Implementations are safe for concurrent use.
 //
 // A Store reads as if each AttemptID were stored at most once: Insert is
 // idempotent by AttemptID, so a batch retried after a timeout or a crash never
 // yields duplicate rows. An Attempt is immutable once produced: two inserts of
-// one AttemptID must carry the same values (see [ClickHouse] for why).
+// one AttemptID must carry the same values (see chstore.Store for why).
 //
 // Consumers that need less declare their own smaller interface (the audit
-// [Sink] needs only [Inserter]).
+// sink (audit/sink) needs only [Inserter]).
 type Store interface {
 	// Insert stores attempts. It validates every attempt first (see
 	// [Attempt.Validate]) and stores none when one is invalid, returning an
@@ -41,7 +41,7 @@ type Store interface {
 	Summary(ctx context.Context, f Filter) ([]EndpointSummary, error)
 }
 
-// Inserter is the part of a [Store] the [Sink] writes to.
+// Inserter is the part of a [Store] the sink (audit/sink) writes to.
 type Inserter interface {
 	Insert(ctx context.Context, attempts []Attempt) error
 }
@@ -138,17 +138,18 @@ const (
 	p99 = 0.99
 )
 
-// wentToNetwork reports whether an attempt with outcome o made (or tried to
+// WentToNetwork reports whether an attempt with outcome o made (or tried to
 // make) a request, so its latency counts in EndpointSummary.
-func (o Outcome) wentToNetwork() bool {
+func (o Outcome) WentToNetwork() bool {
 	return o != Abandoned && o != Expired && o != Blocked
 }
 
-// Range of a ClickHouse DateTime (UInt32 unix seconds), which stores
-// AttemptedAt and NextAttemptAt.
+// MinTime and MaxTime bound the times a Store holds: the range of a
+// ClickHouse DateTime (UInt32 unix seconds), which stores AttemptedAt and
+// NextAttemptAt. Treat them as constants.
 var (
-	minTime = time.Unix(0, 0).UTC()
-	maxTime = time.Unix(math.MaxUint32, 0).UTC()
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Unix(math.MaxUint32, 0).UTC()
 )
 
 // Validate reports whether a can be stored. It returns an error wrapping
@@ -158,7 +159,7 @@ var (
 // AttemptNumber or HTTPStatus is outside 0..65535; LatencyMs is outside
 // 0..4294967295.
 //
-// The [Sink] skips (and counts) a record whose attempt fails Validate, so one
+// The sink (audit/sink) skips (and counts) a record whose attempt fails Validate, so one
 // bad record never blocks the attempts topic.
 func (a *Attempt) Validate() error {
 	bad := func(format string, args ...any) error {
@@ -174,9 +175,9 @@ func (a *Attempt) Validate() error {
 	case a.AttemptedAt.IsZero():
 		return bad("AttemptedAt is zero")
 	case !inTimeRange(a.AttemptedAt):
-		return bad("AttemptedAt %s is outside %s..%s", a.AttemptedAt.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return bad("AttemptedAt %s is outside %s..%s", a.AttemptedAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case !a.NextAttemptAt.IsZero() && !inTimeRange(a.NextAttemptAt):
-		return bad("NextAttemptAt %s is outside %s..%s", a.NextAttemptAt.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return bad("NextAttemptAt %s is outside %s..%s", a.NextAttemptAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case a.AttemptNumber < 0 || a.AttemptNumber > math.MaxUint16:
 		return bad("AttemptNumber %d is outside 0..%d", a.AttemptNumber, math.MaxUint16)
 	case a.HTTPStatus < 0 || a.HTTPStatus > math.MaxUint16:
@@ -187,10 +188,11 @@ func (a *Attempt) Validate() error {
 	return nil
 }
 
-func inTimeRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
+func inTimeRange(t time.Time) bool { return !t.Before(MinTime) && !t.After(MaxTime) }
 
-// validate checks q and returns it with Limit defaulted.
-func (q Query) validate() (Query, error) {
+// Validate checks q and returns it with Limit defaulted (DefaultLimit). An
+// error wraps ErrInvalidQuery and names the field. Stores call it first.
+func (q Query) Validate() (Query, error) {
 	switch {
 	case q.EndpointID == "":
 		return q, fmt.Errorf("%w: Query.EndpointID is required", ErrInvalidQuery)
@@ -199,9 +201,9 @@ func (q Query) validate() (Query, error) {
 	case q.Limit > MaxLimit:
 		return q, fmt.Errorf("%w: Query.Limit %d exceeds %d", ErrInvalidQuery, q.Limit, MaxLimit)
 	case !q.Since.IsZero() && !inTimeRange(q.Since):
-		return q, fmt.Errorf("%w: Query.Since %s is outside %s..%s", ErrInvalidQuery, q.Since.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return q, fmt.Errorf("%w: Query.Since %s is outside %s..%s", ErrInvalidQuery, q.Since.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case !q.Before.IsZero() && !inTimeRange(q.Before.AttemptedAt):
-		return q, fmt.Errorf("%w: Query.Before.AttemptedAt %s is outside %s..%s", ErrInvalidQuery, q.Before.AttemptedAt.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return q, fmt.Errorf("%w: Query.Before.AttemptedAt %s is outside %s..%s", ErrInvalidQuery, q.Before.AttemptedAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	}
 	for _, o := range q.Outcomes {
 		if !o.Valid() {
@@ -214,19 +216,19 @@ func (q Query) validate() (Query, error) {
 	return q, nil
 }
 
-func (f Filter) validate() error {
+func (f Filter) Validate() error {
 	switch {
 	case !f.Since.IsZero() && !inTimeRange(f.Since):
-		return fmt.Errorf("%w: Filter.Since %s is outside %s..%s", ErrInvalidQuery, f.Since.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return fmt.Errorf("%w: Filter.Since %s is outside %s..%s", ErrInvalidQuery, f.Since.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case !f.Until.IsZero() && !inTimeRange(f.Until):
-		return fmt.Errorf("%w: Filter.Until %s is outside %s..%s", ErrInvalidQuery, f.Until.UTC().Format(time.RFC3339), minTime.Format(time.RFC3339), maxTime.Format(time.RFC3339))
+		return fmt.Errorf("%w: Filter.Until %s is outside %s..%s", ErrInvalidQuery, f.Until.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	}
 	return nil
 }
 
-// normalize returns a as a Store holds it: times truncated to milliseconds
+// Normalize returns a as a Store holds it: times truncated to milliseconds
 // in UTC, ResponseBody cut to MaxResponseBody bytes.
-func normalize(a Attempt) Attempt {
+func Normalize(a Attempt) Attempt {
 	a.AttemptedAt = a.AttemptedAt.Truncate(time.Millisecond).UTC()
 	if a.NextAttemptAt.IsZero() {
 		a.NextAttemptAt = time.Time{}
@@ -239,7 +241,8 @@ func normalize(a Attempt) Attempt {
 	return a
 }
 
-func validateAll(attempts []Attempt) error {
+// ValidateAll returns the first error of [Attempt.Validate] among attempts.
+func ValidateAll(attempts []Attempt) error {
 	for i := range attempts {
 		if err := attempts[i].Validate(); err != nil {
 			return err

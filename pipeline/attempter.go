@@ -15,16 +15,16 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // Attempter makes one attempt of a delivery. The dispatcher calls it with
 // one of the endpoint's in-flight slots held. Implementations must be safe
 // for concurrent use and must return when ctx ends.
 type Attempter interface {
-	Attempt(ctx context.Context, ep *endpoints.Endpoint, body []byte, m *retrytiers.Meta, now time.Time) AttemptResult
+	Attempt(ctx context.Context, ep *endpoints.Endpoint, body []byte, m *delivery.Meta, now time.Time) AttemptResult
 }
 
 // AttemptResult is one attempt's classified result.
@@ -79,7 +79,7 @@ var propagator = propagation.TraceContext{}
 
 // Attempt sends one attempt, signed with a fresh webhook-timestamp and every
 // unexpired secret of ep, and classifies the result.
-func (h *HTTPAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, body []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+func (h *HTTPAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, body []byte, m *delivery.Meta, now time.Time) AttemptResult {
 	tracer := h.Tracer
 	if tracer == nil {
 		tracer = noop.NewTracerProvider().Tracer("")

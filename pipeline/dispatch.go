@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/ratelimit"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // EndpointSource answers which endpoint config applies to a delivery. The
@@ -266,7 +266,7 @@ type item struct {
 	off      int64
 	key      []byte
 	value    []byte // the exact webhook body
-	meta     retrytiers.Meta
+	meta     delivery.Meta
 	queuedAt time.Time
 }
 
@@ -480,7 +480,7 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		d.m.duplicateSkips.Add(context.Background(), 1)
 		return
 	}
-	meta, err := retrytiers.ParseMeta(r.Headers)
+	meta, err := delivery.ParseMeta(r.Headers)
 	if err != nil {
 		d.finish(p, r.Offset, []*kgo.Record{d.deadLetter(r, "bad_headers: "+err.Error())})
 		return

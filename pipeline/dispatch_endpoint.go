@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/ratelimit"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // endpointQueue holds one endpoint's deliveries on one partition. All
@@ -306,20 +306,20 @@ func (d *Dispatcher) conclude(ctx context.Context, it *item, ep *endpoints.Endpo
 	d.m.attempts.Add(context.Background(), 1, attrOutcome(o))
 	m := it.meta
 	m.Reason = string(o)
-	m.History = append(m.History, retrytiers.AttemptSummary{Number: m.Attempt, At: now, Outcome: string(o)})
+	m.History = append(m.History, delivery.AttemptSummary{Number: m.Attempt, At: now, Outcome: string(o)})
 	return []*kgo.Record{deliveryRecord(d.o.Topics.DLQ, it.key, it.value, &m)}
 }
 
 // deadLetter copies a record the dispatcher cannot read to the DLQ with the
 // reason, so nothing is dropped.
 func (d *Dispatcher) deadLetter(r *kgo.Record, reason string) *kgo.Record {
-	hs := append([]kgo.RecordHeader{{Key: retrytiers.HeaderReason, Value: []byte(reason)}}, r.Headers...)
+	hs := append([]kgo.RecordHeader{{Key: delivery.HeaderReason, Value: []byte(reason)}}, r.Headers...)
 	return &kgo.Record{Topic: d.o.Topics.DLQ, Key: r.Key, Value: r.Value, Headers: hs}
 }
 
 // deliveryRecord is a delivery moved to topic with meta as its headers:
 // same key, same body bytes.
-func deliveryRecord(topic string, key, value []byte, meta *retrytiers.Meta) *kgo.Record {
+func deliveryRecord(topic string, key, value []byte, meta *delivery.Meta) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: key, Value: value, Headers: meta.Headers()}
 }
 

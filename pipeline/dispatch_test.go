@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/retrytiers"
 )
@@ -42,7 +43,7 @@ func newFakeAttempter(hang ...string) *fakeAttempter {
 	return f
 }
 
-func (f *fakeAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+func (f *fakeAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ []byte, m *delivery.Meta, now time.Time) AttemptResult {
 	f.mu.Lock()
 	f.calls[ep.ID] = append(f.calls[ep.ID], m.DeliveryID)
 	f.inFlight[ep.ID]++
@@ -121,7 +122,7 @@ func TestDispatcherIsolatesEndpointsAndCommitsAroundUnfinished(t *testing.T) {
 	defer prod.Close()
 	produce := func(ep string, n int) {
 		for i := 0; i < n; i++ {
-			m := retrytiers.Meta{DeliveryID: ep + "-" + string(rune('A'+i/26)) + string(rune('a'+i%26)), WebhookID: "msg_x", EndpointID: ep, Attempt: 1}
+			m := delivery.Meta{DeliveryID: ep + "-" + string(rune('A'+i/26)) + string(rune('a'+i%26)), WebhookID: "msg_x", EndpointID: ep, Attempt: 1}
 			if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte(ep), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +210,7 @@ type gatedAttempter struct {
 	entered atomic.Int32
 }
 
-func (g *gatedAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, b []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+func (g *gatedAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, b []byte, m *delivery.Meta, now time.Time) AttemptResult {
 	g.entered.Add(1)
 	select {
 	case <-g.gate:
@@ -251,7 +252,7 @@ func TestDispatcherWakesAfterQueueDrained(t *testing.T) {
 	defer prod.Close()
 	produce := func(from, n int) {
 		for i := from; i < from+n; i++ {
-			m := retrytiers.Meta{DeliveryID: fmt.Sprint("d", i), WebhookID: "msg_w", EndpointID: "ep", Attempt: 1}
+			m := delivery.Meta{DeliveryID: fmt.Sprint("d", i), WebhookID: "msg_w", EndpointID: "ep", Attempt: 1}
 			if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte("ep"), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}

@@ -16,10 +16,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/pipeline/events"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // Matcher returns the active endpoints subscribed to an event type for a
@@ -239,7 +239,7 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 		eventTime = r.Timestamp
 	}
 	tp, ts := events.Trace(ev)
-	m := retrytiers.Meta{
+	m := delivery.Meta{
 		WebhookID:   webhook.WebhookID(ev.Source(), ev.ID()),
 		EventID:     ev.ID(),
 		EventSource: ev.Source(),

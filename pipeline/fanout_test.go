@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 type fakeMatcher []*endpoints.Endpoint
@@ -95,10 +95,10 @@ func TestFanout(t *testing.T) {
 	if len(dels) != 3 { // e1 -> a, b; e2 -> b
 		t.Fatalf("deliveries = %d; want 3", len(dels))
 	}
-	byKey := map[string][]retrytiers.Meta{}
+	byKey := map[string][]delivery.Meta{}
 	bodies := map[string][]string{}
 	for _, r := range dels {
-		m, err := retrytiers.ParseMeta(r.Headers)
+		m, err := delivery.ParseMeta(r.Headers)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestFanout(t *testing.T) {
 	}
 	var reason string
 	for _, h := range inv[0].Headers {
-		if h.Key == retrytiers.HeaderReason {
+		if h.Key == delivery.HeaderReason {
 			reason = string(h.Value)
 		}
 	}

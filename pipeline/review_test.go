@@ -20,15 +20,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/ratelimit"
 	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // funcAttempter adapts a function to Attempter.
-type funcAttempter func(ctx context.Context, ep *endpoints.Endpoint, m *retrytiers.Meta, now time.Time) AttemptResult
+type funcAttempter func(ctx context.Context, ep *endpoints.Endpoint, m *delivery.Meta, now time.Time) AttemptResult
 
-func (f funcAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ []byte, m *retrytiers.Meta, now time.Time) AttemptResult {
+func (f funcAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ []byte, m *delivery.Meta, now time.Time) AttemptResult {
 	return f(ctx, ep, m, now)
 }
 
@@ -78,7 +79,7 @@ func startDispatcher(t *testing.T, o DispatcherOptions) (*Dispatcher, func() err
 }
 
 func deliveryRec(topic, ep, id string) *kgo.Record {
-	m := retrytiers.Meta{DeliveryID: id, WebhookID: "msg_" + id, EndpointID: ep, Attempt: 1}
+	m := delivery.Meta{DeliveryID: id, WebhookID: "msg_" + id, EndpointID: ep, Attempt: 1}
 	return &kgo.Record{Topic: topic, Partition: 0, Key: []byte(ep), Value: []byte(`{}`), Headers: m.Headers()}
 }
 
@@ -145,7 +146,7 @@ func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
 			EndpointBacklog: 10 * pairs, PartitionBacklog: 100 * pairs, MaxQueueWait: time.Hour,
 		}
 	}
-	d1, _ := startDispatcher(t, opts(funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, m *retrytiers.Meta, now time.Time) AttemptResult {
+	d1, _ := startDispatcher(t, opts(funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, m *delivery.Meta, now time.Time) AttemptResult {
 		if ep.ID == "hung" {
 			<-ctx.Done()
 			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "canceled"}
@@ -168,7 +169,7 @@ func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
 		defer cancel()
 		n := 0
 		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			m, err := retrytiers.ParseMeta(r.Headers)
+			m, err := delivery.ParseMeta(r.Headers)
 			if err != nil {
 				t.Errorf("tier record: %v", err)
 				return
@@ -203,7 +204,7 @@ func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
 
 	// Crash the first owner; a second one takes over and finishes.
 	d1.sess.Client().Close()
-	_, stop2 := startDispatcher(t, opts(funcAttempter(func(_ context.Context, ep *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+	_, stop2 := startDispatcher(t, opts(funcAttempter(func(_ context.Context, ep *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 		if ep.ID == "hung" {
 			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
 		}
@@ -278,7 +279,7 @@ func TestReviewAbortWhilePausedStallsPartition(t *testing.T) {
 		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Topics:     topics, Group: "rs.dispatch", TransactionalID: "rs.dispatch-test",
 		Endpoints: fakeEndpoints{"hung": testEndpoint("hung", 1), "fast": testEndpoint("fast", 4)},
-		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			if ep.ID == "hung" {
 				select {
 				case <-release:
@@ -324,7 +325,7 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 	q := newEndpointQueue("ep", lim)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := 0; i < 2; i++ {
-		q.push(&item{off: int64(i), meta: retrytiers.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}})
+		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}})
 	}
 	var worst time.Duration
 	for i := 2; i < 22; i++ { // a burst of 20 more, each parked for the first time
@@ -332,9 +333,9 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 		if reason != "backlog" {
 			t.Fatalf("delivery %d: park reason %q; want backlog", i, reason)
 		}
-		m := retrytiers.Meta{DeliveryID: fmt.Sprint(i), WebhookID: "msg", EndpointID: "ep", Attempt: 1}
+		m := delivery.Meta{DeliveryID: fmt.Sprint(i), WebhookID: "msg", EndpointID: "ep", Attempt: 1}
 		rec := policy.Park(m, []byte("ep"), []byte(`{}`), until, now)
-		got, err := retrytiers.ParseMeta(rec.Headers)
+		got, err := delivery.ParseMeta(rec.Headers)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +361,7 @@ func TestReviewRetryAfterPauseIsCapped(t *testing.T) {
 	huge := 1000 * time.Hour
 	res := &AttemptResult{StartedAt: now, StatusCode: 429, Outcome: audit.RetryScheduled, ErrorClass: "http_429",
 		RetryAfter: huge, PauseUntil: now.Add(huge)}
-	dec := policy.Decide(retrytiers.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "ep", Attempt: 1}, res, now, 0)
+	dec := policy.Decide(delivery.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "ep", Attempt: 1}, res, now, 0)
 	longest := policy.Tiers().Largest()
 	if got := dec.NextAttemptAt.Sub(now); got > longest {
 		t.Errorf("next attempt in %v; want at most the longest tier %v", got, longest)
@@ -368,8 +369,8 @@ func TestReviewRetryAfterPauseIsCapped(t *testing.T) {
 	if got := dec.Meta.PauseUntil.Sub(now); got > longest {
 		t.Errorf("endpoint pause carried in the record: %v; want at most the longest tier %v", got, longest)
 	}
-	parked := policy.Park(retrytiers.Meta{DeliveryID: "e", WebhookID: "w", EndpointID: "ep", Attempt: 1}, []byte("ep"), []byte(`{}`), now.Add(huge), now)
-	pm, err := retrytiers.ParseMeta(parked.Headers)
+	parked := policy.Park(delivery.Meta{DeliveryID: "e", WebhookID: "w", EndpointID: "ep", Attempt: 1}, []byte("ep"), []byte(`{}`), now.Add(huge), now)
+	pm, err := delivery.ParseMeta(parked.Headers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +432,7 @@ func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
 		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Topics:     topics, Group: "rr.dispatch", TransactionalID: "rr.dispatch-test",
 		Endpoints: fakeEndpoints{"hung": testEndpoint("hung", 2)},
-		Attempter: funcAttempter(func(ctx context.Context, _ *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+		Attempter: funcAttempter(func(ctx context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			sent.Add(1) // the request is on the wire
 			<-ctx.Done()
 			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Latency: time.Since(now), Outcome: audit.RetryScheduled,
@@ -533,7 +534,7 @@ func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
 		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Topics:     topics, Group: "rh.dispatch", TransactionalID: "rh.dispatch-test",
 		Endpoints: eps,
-		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *retrytiers.Meta, now time.Time) AttemptResult {
+		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			if ep.ID != "fast" {
 				hung.Add(1)
 				select { // hung

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
@@ -70,7 +71,7 @@ func (p *RetryPolicy) CapPause(until, now time.Time) time.Time {
 }
 
 // Expired reports whether the event of m is older than the queue TTL at now.
-func (p *RetryPolicy) Expired(m retrytiers.Meta, now time.Time) bool {
+func (p *RetryPolicy) Expired(m delivery.Meta, now time.Time) bool {
 	return !m.EventTime.IsZero() && now.Sub(m.EventTime) > p.ttl
 }
 
@@ -86,7 +87,7 @@ type Decision struct {
 	// done.
 	Topic string
 	// Meta is the record's headers for Topic.
-	Meta retrytiers.Meta
+	Meta delivery.Meta
 	// Disable says the endpoint must be disabled (410 Gone).
 	Disable bool
 }
@@ -101,9 +102,9 @@ type Decision struct {
 //   - retryable on the last attempt: exhausted, to the DLQ;
 //   - failed, gone, blocked: permanent, to the DLQ (gone also disables the
 //     endpoint).
-func (p *RetryPolicy) Decide(m retrytiers.Meta, r *AttemptResult, now time.Time, u float64) Decision {
+func (p *RetryPolicy) Decide(m delivery.Meta, r *AttemptResult, now time.Time, u float64) Decision {
 	next := m
-	next.History = append(append([]retrytiers.AttemptSummary(nil), m.History...), retrytiers.AttemptSummary{
+	next.History = append(append([]delivery.AttemptSummary(nil), m.History...), delivery.AttemptSummary{
 		Number: m.Attempt, At: r.StartedAt.UTC(), HTTPStatus: r.StatusCode, Outcome: string(r.Outcome), ErrorClass: r.ErrorClass,
 	})
 	if next.FirstAttemptAt.IsZero() {
@@ -156,7 +157,7 @@ func (p *RetryPolicy) hop(due, now time.Time) string {
 // after the smallest tier, while a delivery of a dead endpoint backs off to
 // one re-read per longest tier: N parked deliveries cost at most N re-reads
 // per 6 h by default.
-func (p *RetryPolicy) Park(m retrytiers.Meta, key, value []byte, until time.Time, now time.Time) *kgo.Record {
+func (p *RetryPolicy) Park(m delivery.Meta, key, value []byte, until time.Time, now time.Time) *kgo.Record {
 	delay := p.tiers.Smallest()
 	for i := 0; i < m.Parks && delay < p.schedule.MaxDelay(); i++ {
 		delay *= 2

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
@@ -22,7 +23,7 @@ func testPolicy(t *testing.T) *RetryPolicy {
 func TestDecide(t *testing.T) {
 	p := testPolicy(t)
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	m := retrytiers.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "e", Attempt: 1}
+	m := delivery.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "e", Attempt: 1}
 	for _, tc := range []struct {
 		name      string
 		attempt   int
@@ -82,7 +83,7 @@ func TestDecideShortWaitStaysInDispatcher(t *testing.T) {
 	now := time.Unix(1000, 0)
 	// Retry-After 3s on a schedule whose smallest tier is 2s: hop to the 2s
 	// tier; 1s remains for the dispatcher.
-	d := p.Decide(retrytiers.Meta{Attempt: 1}, &AttemptResult{Outcome: audit.RetryScheduled, RetryAfter: 3 * time.Second, StartedAt: now}, now, 0)
+	d := p.Decide(delivery.Meta{Attempt: 1}, &AttemptResult{Outcome: audit.RetryScheduled, RetryAfter: 3 * time.Second, StartedAt: now}, now, 0)
 	if d.Topic != "t.retry-2s" {
 		t.Fatalf("topic = %q; want t.retry-2s", d.Topic)
 	}
@@ -95,12 +96,12 @@ func TestParkBacksOffAndHonoursPause(t *testing.T) {
 	p := testPolicy(t)
 	now := time.Unix(1000, 0)
 	rec := &kgo.Record{Key: []byte("e"), Value: []byte("{}")}
-	m := retrytiers.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "e", Attempt: 3}
+	m := delivery.Meta{DeliveryID: "d", WebhookID: "w", EndpointID: "e", Attempt: 3}
 	// Each park of the same delivery doubles its delay.
 	for parks, want := range []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute} {
 		m.Parks = parks
 		out := p.Park(m, rec.Key, rec.Value, time.Time{}, now)
-		got, err := retrytiers.ParseMeta(out.Headers)
+		got, err := delivery.ParseMeta(out.Headers)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,13 +116,13 @@ func TestParkBacksOffAndHonoursPause(t *testing.T) {
 	m.Parks = 0
 	until := now.Add(45 * time.Minute)
 	out := p.Park(m, rec.Key, rec.Value, until, now)
-	got, _ := retrytiers.ParseMeta(out.Headers)
+	got, _ := delivery.ParseMeta(out.Headers)
 	if !got.DueAt.Equal(until) || !got.PauseUntil.Equal(until) {
 		t.Fatalf("paused park due %v pause %v; want both %v", got.DueAt, got.PauseUntil, until)
 	}
 	// A pause is capped at the longest tier.
 	out = p.Park(m, rec.Key, rec.Value, now.Add(1000*time.Hour), now)
-	got, _ = retrytiers.ParseMeta(out.Headers)
+	got, _ = delivery.ParseMeta(out.Headers)
 	if want := now.Add(6 * time.Hour); !got.DueAt.Equal(want) || !got.PauseUntil.Equal(want) {
 		t.Fatalf("huge pause: due %v pause %v; want both capped at %v", got.DueAt, got.PauseUntil, want)
 	}

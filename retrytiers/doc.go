@@ -24,21 +24,16 @@
 //
 // When less than the smallest tier is left, the record returns to the
 // deliveries topic and the dispatcher holds the remainder locally before
-// the attempt; so no attempt is ever made before [Meta].DueAt.
+// the attempt; so no attempt is ever made before the delivery's due time.
 //
-// # The receiver's word
+// A Retry-After wait (parsed at the HTTP edge, pipeline/webhook) is capped at
+// [Tiers.Largest].
 //
-// [ParseRetryAfter] reads both forms of Retry-After (RFC 9110 §10.2.3);
-// callers cap the wait at [Tiers.Largest] and default to [DefaultPause] on a
-// 429 without one.
+// # What lives elsewhere
 //
-// # The relay
-//
-// [Relay] consumes every tier topic and moves due records on, one Kafka
-// transaction per batch of hops (produce and offset commit together), so a
-// crash never leaves two live copies of a delivery. See its documentation
-// for pausing, buffering and metrics.
-//
-// The package imports nothing of hookrelay's pipeline; [Meta] (headers.go)
-// is the header codec shared by every topic a delivery record visits.
+// This package is vocabulary: it imports only the standard library. The
+// machinery that realises the schedule lives in the pipeline: the retry relay
+// (pipeline.Relay) consumes the tier topics and moves due records on, one
+// Kafka transaction per batch of hops; the delivery record's header codec is
+// pipeline/delivery; Retry-After parsing is pipeline/webhook.
 package retrytiers

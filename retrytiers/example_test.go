@@ -68,20 +68,3 @@ func ExampleParseSchedule() {
 	// 5 11s [t.retry-1s t.retry-2s t.retry-4s]
 	// retrytiers: schedule element 3 "ten minutes": time: invalid duration "ten minutes"
 }
-
-func ExampleParseRetryAfter() {
-	now := time.Date(2025, 11, 7, 8, 49, 37, 0, time.UTC)
-	longest := retrytiers.DefaultSchedule().MaxDelay()
-	for _, v := range []string{"120", "Fri, 07 Nov 2025 09:49:37 GMT", "86400", "soon"} {
-		d, ok := retrytiers.ParseRetryAfter(v, now)
-		if !ok {
-			d = retrytiers.DefaultPause // e.g. on a 429
-		}
-		fmt.Println(v, "->", min(d, longest))
-	}
-	// Output:
-	// 120 -> 2m0s
-	// Fri, 07 Nov 2025 09:49:37 GMT -> 1h0m0s
-	// 86400 -> 6h0m0s
-	// soon -> 1m0s
-}

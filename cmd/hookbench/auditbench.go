@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/chstore"
 )
 
 // AuditResult is scenario 7.
@@ -49,7 +50,7 @@ func syntheticAttempt(ep string, t time.Time) audit.Attempt {
 // runAudit is scenario 7: (a) the audit sink's insert rate alone — attempt
 // records preloaded on the attempts topic, then `hookrelay run --roles
 // audit` drains them into ClickHouse; (b) the delivery-log query (one
-// endpoint's last 100 attempts, audit.ClickHouse.Log) on a table of
+// endpoint's last 100 attempts, chstore.Store.Log) on a table of
 // -s7-rows synthetic rows bulk-inserted with the audit package's store.
 func (b *bench) runAudit(ctx context.Context) (*AuditResult, error) {
 	o := b.o
@@ -144,7 +145,7 @@ func (b *bench) queryBench(ctx context.Context, e *env, res *AuditResult) error 
 	db := e.db + "_q"
 	e.dropAlso = append(e.dropAlso, db)
 	u.Path = "/" + db
-	store, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: u.String(), MaxOpenConns: 4})
+	store, err := chstore.New(ctx, chstore.Options{DSN: u.String(), MaxOpenConns: 4})
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // naiveEndpoint is what the baseline knows of an endpoint.
@@ -119,7 +119,7 @@ poll:
 
 // deliver makes one attempt and produces its row.
 func (n *naivePool) deliver(r *kgo.Record) {
-	meta, err := retrytiers.ParseMeta(r.Headers)
+	meta, err := delivery.ParseMeta(r.Headers)
 	if err != nil {
 		return
 	}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 	"strconv"
 	"time"
+
+	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 )
 
 // startFleet starts n receivers with IDs "<prefix><i>" and returns them

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/chstore"
 	"github.com/hookrelay/hookrelay/e2e/stack"
 )
 
@@ -17,7 +18,7 @@ func TestClickHouseQueries(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	db := stack.Database(t)
-	store, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: stack.ClickHouseDSN(t), Database: db})
+	store, err := chstore.New(ctx, chstore.Options{DSN: stack.ClickHouseDSN(t), Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}

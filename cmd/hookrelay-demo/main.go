@@ -56,7 +56,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 	"net/url"
 	"os"
 	"os/exec"
@@ -66,6 +65,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/hookrelay/hookrelay/cmd/internal/childproc"
 )
 
 // newSecret returns a Standard Webhooks secret: "whsec_" and the standard

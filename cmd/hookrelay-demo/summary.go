@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/chstore"
 )
 
 // endpointCheck is what the demo reads from ClickHouse per endpoint, beyond
@@ -53,7 +55,7 @@ GROUP BY endpoint_id`, db))
 // receiver from GET /stats. It returns the problems found (the demo then
 // fails); err is for a summary that could not be read at all.
 func summarize(ctx context.Context, w io.Writer, conn driver.Conn, dsn, db string, evs []demoEvent, want map[pair]bool, receivers []*receiver) (problems []string, err error) {
-	store, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: dsn})
+	store, err := chstore.New(ctx, chstore.Options{DSN: dsn})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/chstore"
 )
 
 // version is sent in the user-agent header; set with -ldflags "-X main.version=…".
@@ -88,7 +89,7 @@ func logCmd() *cobra.Command {
 			}
 			// Read only: no migration, so a mistyped database is an error,
 			// not a new empty one.
-			store, err := audit.NewClickHouse(cmd.Context(), audit.ClickHouseOptions{DSN: cfg.ClickHouseDSN})
+			store, err := chstore.New(cmd.Context(), chstore.Options{DSN: cfg.ClickHouseDSN})
 			if err != nil {
 				return fmt.Errorf("clickhouse (--clickhouse, HOOKRELAY_CLICKHOUSE): %w", err)
 			}

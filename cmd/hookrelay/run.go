@@ -27,11 +27,11 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/chstore"
+	"github.com/hookrelay/hookrelay/audit/sink"
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 func runCmd() *cobra.Command {
@@ -93,7 +93,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return fmt.Errorf("topics: %w", err)
 	}
 
-	var store *audit.ClickHouse
+	var store *chstore.Store
 	if cfg.Roles["audit"] {
 		store, err = openStore(setupCtx, cfg, log)
 		if err != nil {
@@ -173,9 +173,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}
 
-	var relay *retrytiers.Relay
+	var relay *pipeline.Relay
 	if cfg.Roles["retry"] {
-		relay, err = retrytiers.NewRelay(retrytiers.RelayOptions{
+		relay, err = pipeline.NewRelay(pipeline.RelayOptions{
 			Kgo:             append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"retry-"+cfg.InstanceID)),
 			Group:           topics.Prefix + "retry-relay",
 			Tiers:           policy.Tiers(),
@@ -190,9 +190,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}
 
-	var sink *audit.Sink
+	var auditSink *sink.Sink
 	if cfg.Roles["audit"] {
-		sink, err = audit.NewSink(audit.SinkOptions{
+		auditSink, err = sink.New(sink.Options{
 			Brokers:      cfg.Brokers,
 			KafkaOptions: append(slices.Clip(kopts[1:]), kgo.InstanceID(topics.Prefix+"audit-"+cfg.InstanceID)), // TLS, SASL; the seeds are Brokers
 			Group:        topics.Prefix + "audit",
@@ -233,8 +233,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if relay != nil {
 		g.Go(func() error { return relay.Run(gctx) })
 	}
-	if sink != nil {
-		g.Go(func() error { return sink.Run(gctx) })
+	if auditSink != nil {
+		g.Go(func() error { return auditSink.Run(gctx) })
 	}
 
 	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: opsHandler(&ready), ReadHeaderTimeout: 5 * time.Second}
@@ -312,8 +312,8 @@ func opsHandler(ready *atomic.Bool) http.Handler {
 }
 
 // openStore connects to ClickHouse and applies pending migrations.
-func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*audit.ClickHouse, error) {
-	store, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: cfg.ClickHouseDSN})
+func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*chstore.Store, error) {
+	store, err := chstore.New(ctx, chstore.Options{DSN: cfg.ClickHouseDSN})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse (--clickhouse, HOOKRELAY_CLICKHOUSE): %w", err)
 	}

@@ -5,15 +5,16 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hookrelay/hookrelay/retrytiers"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 )
 
 // Headers that [InvalidRecord] adds to a record of the invalid topic.
 const (
 	// HeaderReason is the reason code, one of [Reasons]; the same key as a
-	// DLQ record's reason (retrytiers.HeaderReason).
-	HeaderReason = retrytiers.HeaderReason
+	// DLQ record's reason (delivery.HeaderReason).
+	HeaderReason = delivery.HeaderReason
 	// HeaderReasonDetail is [InvalidError.Detail] (at most MaxDetailBytes).
 	HeaderReasonDetail = "hookrelay-reason-detail"
 	// HeaderOriginalTopic, HeaderOriginalPartition and HeaderOriginalOffset

@@ -16,7 +16,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookrelay/hookrelay/audit"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // Error classes of an attempt, stored in audit.Attempt.ErrorClass and in the
@@ -40,9 +39,9 @@ const (
 func HTTPClass(code int) string { return "http_" + strconv.Itoa(code) }
 
 // DefaultRetryAfter429 is the endpoint pause after a 429 without a usable
-// Retry-After header: retrytiers.DefaultPause, 60 s (the seed's
+// Retry-After header: DefaultPause, 60 s (the seed's
 // "Retry-After or 60").
-const DefaultRetryAfter429 = retrytiers.DefaultPause
+const DefaultRetryAfter429 = DefaultPause
 
 // MaxErrorMessage bounds Classification.ErrorMessage, in bytes.
 const MaxErrorMessage = 1024

@@ -35,3 +35,20 @@ func ExampleClassify() {
 	// retry_scheduled http_429 true 5s
 	// failed redirect
 }
+
+func ExampleParseRetryAfter() {
+	now := time.Date(2025, 11, 7, 8, 49, 37, 0, time.UTC)
+	longest := 6 * time.Hour // the longest tier of the default schedule
+	for _, v := range []string{"120", "Fri, 07 Nov 2025 09:49:37 GMT", "86400", "soon"} {
+		d, ok := webhook.ParseRetryAfter(v, now)
+		if !ok {
+			d = webhook.DefaultPause // e.g. on a 429
+		}
+		fmt.Println(v, "->", min(d, longest))
+	}
+	// Output:
+	// 120 -> 2m0s
+	// Fri, 07 Nov 2025 09:49:37 GMT -> 1h0m0s
+	// 86400 -> 6h0m0s
+	// soon -> 1m0s
+}

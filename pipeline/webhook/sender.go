@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hookrelay/hookrelay/audit"
-	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // Sender defaults (seed "Webhook Delivery Throttling and Retries", delivery
@@ -275,7 +274,7 @@ type Result struct {
 	// Location is the Location header of a 3xx answer (not followed).
 	Location string
 	// RetryAfter is the response's Retry-After (either form, parsed by
-	// retrytiers.ParseRetryAfter), resolved against the Sender's clock when
+	// ParseRetryAfter), resolved against the Sender's clock when
 	// the response arrived; a past date is 0. It is not capped. Meaningful
 	// only when HasRetryAfter; a malformed header leaves HasRetryAfter false.
 	RetryAfter    time.Duration
@@ -344,7 +343,7 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 		res.Location = resp.Header.Get("Location")
 	}
 	if v := resp.Header.Get("Retry-After"); v != "" {
-		res.RetryAfter, res.HasRetryAfter = retrytiers.ParseRetryAfter(v, s.clock())
+		res.RetryAfter, res.HasRetryAfter = ParseRetryAfter(v, s.clock())
 	}
 	res.Body, res.BodyErr = s.readBody(resp)
 	return res

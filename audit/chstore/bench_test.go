@@ -1,4 +1,4 @@
-package audit_test
+package chstore_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/audit/chstore"
+	"github.com/hookrelay/hookrelay/audit/sink"
 	"github.com/hookrelay/hookrelay/e2e/stack"
 )
 
@@ -83,7 +85,7 @@ func BenchmarkClickHouseLog(b *testing.B) {
 			b.Fatalf("HOOKRELAY_AUDIT_BENCH_ROWS: %v", err)
 		}
 	}
-	var s *audit.ClickHouse
+	var s *chstore.Store
 	if db := os.Getenv("HOOKRELAY_AUDIT_BENCH_DB"); db != "" {
 		s = openClickHouse(b, db)
 	} else {
@@ -138,7 +140,7 @@ var benchEnd = time.Date(2025, 3, 8, 0, 0, 0, 0, time.UTC)
 // generateAttempts fills s's attempts table with n synthetic rows spread
 // evenly over the 7 days before benchEnd, in INSERT … SELECT chunks of 1 M
 // (so the table has several parts per partition, as a live one does).
-func generateAttempts(ctx context.Context, s *audit.ClickHouse, n int) error {
+func generateAttempts(ctx context.Context, s *chstore.Store, n int) error {
 	if err := s.Exec(ctx, "TRUNCATE TABLE "+s.Database()+".attempts"); err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ SELECT
     toDateTime(0),
     toUInt16(0)
 FROM (SELECT number + %[3]d AS k, %[4]d + intDiv(k * %[5]d, %[6]d) AS ms FROM system.numbers LIMIT %[7]d)`,
-			s.Database(), strings.ReplaceAll(audit.Columns, "\n", " "), off, startMs, span, n, m)
+			s.Database(), strings.ReplaceAll(chstore.Columns, "\n", " "), off, startMs, span, n, m)
 		if err := s.Exec(ctx, q); err != nil {
 			return fmt.Errorf("generate rows %d..%d: %w", off, off+m, err)
 		}
@@ -210,7 +212,7 @@ func BenchmarkSinkThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		sink, err := audit.NewSink(audit.SinkOptions{Brokers: stack.Brokers(b), Topic: topic, Group: prefix + "audit", Store: store})
+		sink, err := sink.New(sink.Options{Brokers: stack.Brokers(b), Topic: topic, Group: prefix + "audit", Store: store})
 		if err != nil {
 			b.Fatal(err)
 		}

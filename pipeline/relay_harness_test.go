@@ -1,4 +1,4 @@
-package retrytiers
+package pipeline
 
 import (
 	"context"
@@ -15,6 +15,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
+	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // relayEnv is a set of tier, target and DLQ topics on some cluster (kfake or
@@ -23,7 +26,7 @@ type relayEnv struct {
 	t      *testing.T
 	seeds  []string
 	prefix string
-	tiers  Tiers
+	tiers  retrytiers.Tiers
 	target string
 	dlq    string
 	group  string
@@ -31,9 +34,9 @@ type relayEnv struct {
 	prod   *kgo.Client
 }
 
-func newRelayEnv(t *testing.T, seeds []string, prefix string, s Schedule, partitions int32, extra ...kgo.Opt) *relayEnv {
+func newRelayEnv(t *testing.T, seeds []string, prefix string, s retrytiers.Schedule, partitions int32, extra ...kgo.Opt) *relayEnv {
 	t.Helper()
-	tiers, err := TiersFor(prefix, s)
+	tiers, err := retrytiers.TiersFor(prefix, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +49,7 @@ func newRelayEnv(t *testing.T, seeds []string, prefix string, s Schedule, partit
 	adm := kadm.NewClient(e.prod)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := adm.CreateTopics(ctx, partitions, 1, TierTopicConfig(), tiers.Topics()...)
+	res, err := adm.CreateTopics(ctx, partitions, 1, retrytiers.TierTopicConfig(), tiers.Topics()...)
 	if err == nil {
 		err = res.Error()
 	}
@@ -74,9 +77,9 @@ func (e *relayEnv) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// delivery returns the Meta of test delivery i, due at due.
-func delivery(i int, due time.Time) Meta {
-	return Meta{
+// delivery returns the delivery.Meta of test delivery i, due at due.
+func testDelivery(i int, due time.Time) delivery.Meta {
+	return delivery.Meta{
 		DeliveryID: fmt.Sprintf("d%04d", i),
 		WebhookID:  fmt.Sprintf("msg_%04d", i),
 		EndpointID: fmt.Sprintf("ep%d", i%7),
@@ -92,7 +95,7 @@ func delivery(i int, due time.Time) Meta {
 // (Next of the wait), or to the target when the wait is under the smallest
 // tier, at partition p. ts, when not zero, is the record's CreateTime (kfake
 // keeps it; the real broker overwrites it on tier topics).
-func (e *relayEnv) park(m Meta, p int32, now, ts time.Time) string {
+func (e *relayEnv) park(m delivery.Meta, p int32, now, ts time.Time) string {
 	e.t.Helper()
 	topic := e.target
 	if tr, ok := e.tiers.Next(m.DueAt.Sub(now)); ok {
@@ -166,10 +169,10 @@ func (rr *runningRelay) stop() error {
 func (e *relayEnv) warmUp(o *observer) {
 	e.t.Helper()
 	now := time.Now()
-	m := delivery(0, now.Add(e.tiers.Smallest()))
+	m := testDelivery(0, now.Add(e.tiers.Smallest()))
 	m.DeliveryID = "warmup"
 	e.produce(&kgo.Record{Topic: e.tiers[0].Topic, Key: []byte(m.EndpointID), Value: []byte("{}"), Headers: m.Headers()})
-	waitFor(e.t, 60*time.Second, "the warm-up delivery", func() bool { return countByID(o.in(e.target))["warmup"] == 1 })
+	waitWithin(e.t, 60*time.Second, "the warm-up delivery", func() bool { return countByID(o.in(e.target))["warmup"] == 1 })
 }
 
 // seen is a record read by an observer, and when it was read.
@@ -209,7 +212,7 @@ func (e *relayEnv) observe(topics ...string) *observer {
 			fs.EachRecord(func(r *kgo.Record) {
 				s := seen{rec: r, at: at}
 				for _, h := range r.Headers {
-					if h.Key == HeaderDeliveryID {
+					if h.Key == delivery.HeaderDeliveryID {
 						s.id = string(h.Value)
 					}
 				}
@@ -236,7 +239,7 @@ func (o *observer) in(topic string) []seen {
 }
 
 // waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitWithin(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -1,4 +1,4 @@
-package audit
+package chstore
 
 import (
 	"context"
@@ -9,37 +9,37 @@ import (
 // Test-only access to the ClickHouse store's internals.
 
 // DropDatabase drops the store's database.
-func (c *ClickHouse) DropDatabase(ctx context.Context) error {
+func (c *Store) DropDatabase(ctx context.Context) error {
 	return c.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+c.db)
 }
 
 // RawRowCount counts the attempts table's rows without FINAL: duplicates not
 // yet merged count.
-func (c *ClickHouse) RawRowCount(ctx context.Context) (int64, error) {
+func (c *Store) RawRowCount(ctx context.Context) (int64, error) {
 	var n uint64
 	err := c.conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s.attempts", c.db)).Scan(&n)
 	return int64(n), err
 }
 
 // Optimize forces the merge that collapses duplicates.
-func (c *ClickHouse) Optimize(ctx context.Context) error {
+func (c *Store) Optimize(ctx context.Context) error {
 	return c.conn.Exec(ctx, fmt.Sprintf("OPTIMIZE TABLE %s.attempts FINAL", c.db))
 }
 
 // Exec runs a statement.
-func (c *ClickHouse) Exec(ctx context.Context, q string) error { return c.conn.Exec(ctx, q) }
+func (c *Store) Exec(ctx context.Context, q string) error { return c.conn.Exec(ctx, q) }
 
 var (
-	LogSQL     = (*ClickHouse).logSQL
-	CountSQL   = (*ClickHouse).countSQL
-	SummarySQL = (*ClickHouse).summarySQL
+	LogSQL     = (*Store).logSQL
+	CountSQL   = (*Store).countSQL
+	SummarySQL = (*Store).summarySQL
 )
 
 // SetNow sets the clock that anchors Log's windows.
-func (c *ClickHouse) SetNow(now func() time.Time) { c.now = now }
+func (c *Store) SetNow(now func() time.Time) { c.now = now }
 
 // NewClickHouseForSQL returns a store with no connection, to render SQL.
-func NewClickHouseForSQL(db string) *ClickHouse { return &ClickHouse{db: db} }
+func NewClickHouseForSQL(db string) *Store { return &Store{db: db} }
 
 // Columns is the attempts table's insert column list.
 const Columns = columns

@@ -1,8 +1,10 @@
-package audit_test
+package chstore_test
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/audit/audittest"
+	"github.com/hookrelay/hookrelay/audit/sink"
 	"github.com/hookrelay/hookrelay/e2e/stack"
 )
 
@@ -64,8 +67,8 @@ func TestSinkIntegration(t *testing.T) {
 	inTxn(committedTxn, kgo.TryCommit)
 
 	want := int64(len(plain) + len(committedTxn))
-	startSink(t, audit.SinkOptions{Brokers: stack.Brokers(t), Topic: topic, Group: group, Store: store, BatchRows: 1000})
-	eventually(t, 90*time.Second, fmt.Sprintf("%d attempts in ClickHouse", want), func() bool {
+	startSink(t, sink.Options{Brokers: stack.Brokers(t), Topic: topic, Group: group, Store: store, BatchRows: 1000})
+	stack.Eventually(t, 90*time.Second, fmt.Sprintf("%d attempts in ClickHouse", want), func() bool {
 		n, err := store.Count(ctx, audit.Filter{})
 		return err == nil && n == want
 	})
@@ -87,4 +90,29 @@ func TestSinkIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d attempts, %d raw rows before merges (duplicates collapse under FINAL)", want, raw)
+}
+
+// startSink runs a sink with opts until the test ends, failing the test if
+// Run returns an error or does not return within 30 s of the cancel.
+func startSink(t *testing.T, opts sink.Options) {
+	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := sink.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("sink: Run did not return within 30s of cancel")
+		}
+	})
 }

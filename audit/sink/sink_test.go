@@ -1,4 +1,4 @@
-package audit_test
+package sink_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/audit/audittest"
+	"github.com/hookrelay/hookrelay/audit/sink"
 )
 
 const (
@@ -99,12 +100,12 @@ func attempts(n int) []audit.Attempt {
 
 // startSink runs a sink until the test ends (or stop is called) and returns
 // stop, which cancels it and waits for Run to return.
-func startSink(t *testing.T, opts audit.SinkOptions) (stop func() error) {
+func startSink(t *testing.T, opts sink.Options) (stop func() error) {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s, err := audit.NewSink(opts)
+	s, err := sink.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestSinkInsertsAndCommits(t *testing.T) {
 
 	reader := sdkmetric.NewManualReader()
 	store := &flakyStore{Memory: audit.NewMemory()}
-	sink, err := audit.NewSink(audit.SinkOptions{
+	sink, err := sink.New(sink.Options{
 		Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
 		Meter:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -240,7 +241,7 @@ func TestSinkRetriesWithoutCommitting(t *testing.T) {
 	as := attempts(100)
 	produce(t, brokers, as)
 	store := &flakyStore{Memory: audit.NewMemory(), failing: true}
-	startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+	startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
 		RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
 
 	eventually(t, 20*time.Second, "5 failed inserts", func() bool { return len(store.callSizes()) >= 5 })
@@ -269,7 +270,7 @@ func TestSinkStopWithoutInsertLosesNothing(t *testing.T) {
 	produce(t, brokers, as)
 
 	down := &flakyStore{Memory: audit.NewMemory(), failing: true}
-	stop := startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: down,
+	stop := startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: down,
 		RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond, ShutdownTimeout: 50 * time.Millisecond})
 	eventually(t, 20*time.Second, "a failed insert", func() bool { return len(down.callSizes()) >= 2 })
 	if err := stop(); err != nil {
@@ -280,7 +281,7 @@ func TestSinkStopWithoutInsertLosesNothing(t *testing.T) {
 	}
 
 	up := &flakyStore{Memory: audit.NewMemory()}
-	startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: up})
+	startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: up})
 	eventually(t, 20*time.Second, "the next sink inserts everything", func() bool { return storeCount(t, up) == int64(len(as)) })
 	eventually(t, 20*time.Second, "all offsets committed", func() bool { return committed(t, brokers) == int64(len(as)) })
 }
@@ -291,7 +292,7 @@ func TestSinkBatching(t *testing.T) {
 		produce(t, brokers, attempts(95))
 		store := &flakyStore{Memory: audit.NewMemory()}
 		// An hour-long interval: only the row count can trigger a flush.
-		startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+		startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
 			BatchRows: 30, FlushInterval: time.Hour})
 		eventually(t, 20*time.Second, "three batches", func() bool { return storeCount(t, store) == 90 })
 		for _, n := range store.callSizes() {
@@ -307,7 +308,7 @@ func TestSinkBatching(t *testing.T) {
 		brokers := newFakeCluster(t)
 		produce(t, brokers, attempts(7))
 		store := &flakyStore{Memory: audit.NewMemory()}
-		startSink(t, audit.SinkOptions{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+		startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
 			BatchRows: 1000, FlushInterval: 20 * time.Millisecond})
 		eventually(t, 20*time.Second, "all 7 inserted", func() bool { return storeCount(t, store) == 7 })
 		eventually(t, 20*time.Second, "all committed", func() bool { return committed(t, brokers) == 7 })
@@ -315,25 +316,25 @@ func TestSinkBatching(t *testing.T) {
 }
 
 func TestNewSinkOptions(t *testing.T) {
-	ok := audit.SinkOptions{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", Store: audit.NewMemory()}
-	for field, mutate := range map[string]func(*audit.SinkOptions){
-		"Brokers":         func(o *audit.SinkOptions) { o.Brokers = nil },
-		"Topic":           func(o *audit.SinkOptions) { o.Topic = "" },
-		"Group":           func(o *audit.SinkOptions) { o.Group = "" },
-		"Store":           func(o *audit.SinkOptions) { o.Store = nil },
-		"BatchRows":       func(o *audit.SinkOptions) { o.BatchRows = -1 },
-		"FlushInterval":   func(o *audit.SinkOptions) { o.FlushInterval = -time.Second },
-		"MaxRetryBackoff": func(o *audit.SinkOptions) { o.RetryBackoff, o.MaxRetryBackoff = time.Minute, time.Second },
+	ok := sink.Options{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", Store: audit.NewMemory()}
+	for field, mutate := range map[string]func(*sink.Options){
+		"Brokers":         func(o *sink.Options) { o.Brokers = nil },
+		"Topic":           func(o *sink.Options) { o.Topic = "" },
+		"Group":           func(o *sink.Options) { o.Group = "" },
+		"Store":           func(o *sink.Options) { o.Store = nil },
+		"BatchRows":       func(o *sink.Options) { o.BatchRows = -1 },
+		"FlushInterval":   func(o *sink.Options) { o.FlushInterval = -time.Second },
+		"MaxRetryBackoff": func(o *sink.Options) { o.RetryBackoff, o.MaxRetryBackoff = time.Minute, time.Second },
 	} {
 		o := ok
 		mutate(&o)
-		if _, err := audit.NewSink(o); err == nil || !strings.Contains(err.Error(), "SinkOptions."+field) {
-			t.Errorf("%s: NewSink error = %v, want one naming SinkOptions.%s", field, err, field)
+		if _, err := sink.New(o); err == nil || !strings.Contains(err.Error(), "Options."+field) {
+			t.Errorf("%s: New error = %v, want one naming Options.%s", field, err, field)
 		}
 	}
-	s, err := audit.NewSink(ok)
+	s, err := sink.New(ok)
 	if err != nil {
-		t.Fatalf("NewSink(valid) = %v", err)
+		t.Fatalf("New(valid) = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -1,4 +1,4 @@
-package audit_test
+package chstore_test
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/audit/audittest"
+	"github.com/hookrelay/hookrelay/audit/chstore"
 	"github.com/hookrelay/hookrelay/e2e/stack"
 )
 
 // newClickHouse returns a store on the test's own database (stack.Database),
 // migrated, closed when the test ends.
-func newClickHouse(t testing.TB) *audit.ClickHouse {
+func newClickHouse(t testing.TB) *chstore.Store {
 	t.Helper()
 	s := openClickHouse(t, stack.Database(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -29,11 +30,11 @@ func newClickHouse(t testing.TB) *audit.ClickHouse {
 
 // openClickHouse returns a store on database db of the test server, closed
 // when the test ends.
-func openClickHouse(t testing.TB, db string) *audit.ClickHouse {
+func openClickHouse(t testing.TB, db string) *chstore.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := audit.NewClickHouse(ctx, audit.ClickHouseOptions{DSN: stack.ClickHouseDSN(t), Database: db})
+	s, err := chstore.New(ctx, chstore.Options{DSN: stack.ClickHouseDSN(t), Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,22 +49,22 @@ func TestClickHouseConformance(t *testing.T) {
 func TestNewClickHouseOptions(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
-		opts  audit.ClickHouseOptions
+		opts  chstore.Options
 		field string
 	}{
-		{audit.ClickHouseOptions{}, "DSN"},
-		{audit.ClickHouseOptions{DSN: "://nope"}, "DSN"},
-		{audit.ClickHouseOptions{DSN: "http://127.0.0.1:8123/default"}, "native protocol"},
-		{audit.ClickHouseOptions{DSN: "clickhouse://127.0.0.1:1/default", Database: "bad-name"}, "Database"},
-		{audit.ClickHouseOptions{DSN: "clickhouse://127.0.0.1:1/x;y"}, "Database"},
-		{audit.ClickHouseOptions{DSN: "clickhouse://127.0.0.1:1/default", MaxOpenConns: -1}, "MaxOpenConns"},
-		{audit.ClickHouseOptions{DSN: "clickhouse://127.0.0.1:1/default", DialTimeout: -time.Second}, "DialTimeout"},
-		{audit.ClickHouseOptions{DSN: "clickhouse://127.0.0.1:1/default", DialTimeout: 100 * time.Millisecond}, "127.0.0.1:1"},
+		{chstore.Options{}, "DSN"},
+		{chstore.Options{DSN: "://nope"}, "DSN"},
+		{chstore.Options{DSN: "http://127.0.0.1:8123/default"}, "native protocol"},
+		{chstore.Options{DSN: "clickhouse://127.0.0.1:1/default", Database: "bad-name"}, "Database"},
+		{chstore.Options{DSN: "clickhouse://127.0.0.1:1/x;y"}, "Database"},
+		{chstore.Options{DSN: "clickhouse://127.0.0.1:1/default", MaxOpenConns: -1}, "MaxOpenConns"},
+		{chstore.Options{DSN: "clickhouse://127.0.0.1:1/default", DialTimeout: -time.Second}, "DialTimeout"},
+		{chstore.Options{DSN: "clickhouse://127.0.0.1:1/default", DialTimeout: 100 * time.Millisecond}, "127.0.0.1:1"},
 	}
 	for _, tt := range tests {
-		_, err := audit.NewClickHouse(ctx, tt.opts)
+		_, err := chstore.New(ctx, tt.opts)
 		if err == nil || !strings.Contains(err.Error(), tt.field) {
-			t.Errorf("NewClickHouse(%+v) error = %v, want one naming %q", tt.opts, err, tt.field)
+			t.Errorf("New(%+v) error = %v, want one naming %q", tt.opts, err, tt.field)
 		}
 	}
 }
@@ -71,7 +72,7 @@ func TestNewClickHouseOptions(t *testing.T) {
 func TestClickHouseMigrate(t *testing.T) {
 	s := newClickHouse(t) // migrated once already
 	ctx := context.Background()
-	latest := audit.Migrations()[len(audit.Migrations())-1].Version
+	latest := chstore.Migrations()[len(chstore.Migrations())-1].Version
 	v, err := s.SchemaVersion(ctx)
 	if err != nil || v != latest {
 		t.Fatalf("SchemaVersion = %d, %v; want %d", v, err, latest)
@@ -84,7 +85,7 @@ func TestClickHouseMigrate(t *testing.T) {
 	// Concurrent first migrations of a database that does not exist yet
 	// all succeed.
 	db := stack.Database(t) + "_fresh"
-	var stores []*audit.ClickHouse
+	var stores []*chstore.Store
 	for range 3 {
 		stores = append(stores, openClickHouse(t, db))
 	}
@@ -111,7 +112,7 @@ func TestClickHouseMigrate(t *testing.T) {
 }
 
 func TestClickHouseMigrationFiles(t *testing.T) {
-	ms := audit.Migrations()
+	ms := chstore.Migrations()
 	if len(ms) == 0 || ms[0].Version != 1 || ms[0].Name != "create_attempts" {
 		t.Fatalf("Migrations() = %+v, want 0001_create_attempts first", ms)
 	}

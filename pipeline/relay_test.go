@@ -1,4 +1,4 @@
-package retrytiers
+package pipeline
 
 import (
 	"errors"
@@ -13,10 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
+	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 func TestNewRelayValidates(t *testing.T) {
-	tiers, err := TiersFor("p.", Schedule{time.Second, 2 * time.Second})
+	tiers, err := retrytiers.TiersFor("p.", retrytiers.Schedule{time.Second, 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +42,7 @@ func TestNewRelayValidates(t *testing.T) {
 		{func(o *RelayOptions) { o.TargetTopic = "" }, "RelayOptions.TargetTopic"},
 		{func(o *RelayOptions) { o.DLQTopic = "" }, "RelayOptions.DLQTopic"},
 		{func(o *RelayOptions) { o.Tiers = nil }, "RelayOptions.Tiers"},
-		{func(o *RelayOptions) { o.Tiers = Tiers{{"a", 2 * time.Second}, {"b", time.Second}} }, "RelayOptions.Tiers"},
+		{func(o *RelayOptions) { o.Tiers = retrytiers.Tiers{{Topic: "a", Delay: 2 * time.Second}, {Topic: "b", Delay: time.Second}} }, "RelayOptions.Tiers"},
 		{func(o *RelayOptions) { o.TargetTopic = "p.retry-1s" }, "RelayOptions.Tiers"},
 		{func(o *RelayOptions) { o.TransactionTimeout = -1 }, "RelayOptions.TransactionTimeout"},
 		{func(o *RelayOptions) { o.FetchMaxWait = -1 }, "RelayOptions.FetchMaxWait"},
@@ -68,7 +71,7 @@ func newKfake(t *testing.T) []string {
 // A short schedule whose tiers double (1s, 2s, 4s): a greedy plan never
 // uses one tier twice for waits under 8 s, so a second record of a delivery
 // in one tier is a fork.
-var doublingSchedule = Schedule{time.Second, 2 * time.Second, 4 * time.Second}
+var doublingSchedule = retrytiers.Schedule{time.Second, 2 * time.Second, 4 * time.Second}
 
 // pathReport is what checkPaths measured.
 type pathReport struct {
@@ -85,7 +88,7 @@ type pathReport struct {
 // than the smallest tier was left. With exactRouting (kfake, where a hop's
 // timestamp is the relay's decision time) it also checks that each hop went
 // to the tier Next chose.
-func checkPaths(t *testing.T, e *relayEnv, o *observer, metas map[string]Meta, exactRouting bool) pathReport {
+func checkPaths(t *testing.T, e *relayEnv, o *observer, metas map[string]delivery.Meta, exactRouting bool) pathReport {
 	t.Helper()
 	var rep pathReport
 	byID := make(map[string][]seen)
@@ -172,9 +175,9 @@ func topicsOf(ss []seen) []string {
 // parkMany parks n deliveries, numbered from first, due at random waits in
 // [lo, hi) (the first few at exact tier sums), spread over partitions; it
 // returns them by delivery ID.
-func parkMany(e *relayEnv, first, n int, partitions int32, lo, hi time.Duration, seed uint64) map[string]Meta {
+func parkMany(e *relayEnv, first, n int, partitions int32, lo, hi time.Duration, seed uint64) map[string]delivery.Meta {
 	rng := rand.New(rand.NewPCG(seed, seed+1))
-	metas := make(map[string]Meta, n)
+	metas := make(map[string]delivery.Meta, n)
 	exact := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 7 * time.Second}
 	for i := range n {
 		now := time.Now().Truncate(time.Millisecond)
@@ -182,7 +185,7 @@ func parkMany(e *relayEnv, first, n int, partitions int32, lo, hi time.Duration,
 		if i < len(exact) && exact[i] >= lo && exact[i] < hi {
 			wait = exact[i]
 		}
-		m := delivery(first+i, now.Add(wait))
+		m := testDelivery(first+i, now.Add(wait))
 		e.park(m, int32(i)%partitions, now, time.Time{})
 		metas[m.DeliveryID] = m
 	}
@@ -200,7 +203,7 @@ func TestRelayKfakeDueTimes(t *testing.T) {
 	e.warmUp(obs)
 
 	metas := parkMany(e, 0, 60, 3, time.Second, 7500*time.Millisecond, 1)
-	waitFor(t, 30*time.Second, "60 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 61 })
+	waitWithin(t, 30*time.Second, "60 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 61 })
 	rep := checkPaths(t, e, obs, metas, true)
 	if d := obs.in(e.dlq); len(d) != 0 {
 		t.Errorf("%d records in the DLQ, want 0", len(d))
@@ -214,7 +217,7 @@ func TestRelayKfakeDueTimes(t *testing.T) {
 	}
 
 	// The metrics saw every hop.
-	waitFor(t, 5*time.Second, "metrics of every hop", func() bool {
+	waitWithin(t, 5*time.Second, "metrics of every hop", func() bool {
 		n, _ := mr.histogram(t, "hookrelay.retry.relay.lag")
 		return int(n) == rep.hops+1 // and the warm-up's
 	})
@@ -224,7 +227,7 @@ func TestRelayKfakeDueTimes(t *testing.T) {
 	if n, _ := mr.histogram(t, "hookrelay.retry.relay.lateness"); n != 61 {
 		t.Errorf("lateness observations = %d, want 61", n)
 	}
-	waitFor(t, 5*time.Second, "empty buffers", func() bool {
+	waitWithin(t, 5*time.Second, "empty buffers", func() bool {
 		return mr.gauge(t, "hookrelay.retry.relay.buffered") == 0 && mr.gauge(t, "hookrelay.retry.relay.paused_partitions") == 0
 	})
 }
@@ -236,32 +239,32 @@ func TestRelayKfakeMalformedToDLQ(t *testing.T) {
 	e.start(e.options("a"))
 
 	now := time.Now()
-	good1, good2 := delivery(1, now.Add(time.Second)), delivery(2, now.Add(time.Second))
+	good1, good2 := testDelivery(1, now.Add(time.Second)), testDelivery(2, now.Add(time.Second))
 	e.park(good1, 0, now, time.Time{})
-	noWebhookID := delivery(3, now.Add(time.Second))
+	noWebhookID := testDelivery(3, now.Add(time.Second))
 	noWebhookID.WebhookID = ""
 	e.produce(&kgo.Record{Topic: e.tiers[0].Topic, Key: []byte("ep"), Value: []byte("v3"), Headers: noWebhookID.Headers()})
-	badDue := delivery(4, now.Add(time.Second))
-	hs := append(badDue.Headers(), kgo.RecordHeader{Key: HeaderReason, Value: []byte("old reason")})
+	badDue := testDelivery(4, now.Add(time.Second))
+	hs := append(badDue.Headers(), kgo.RecordHeader{Key: delivery.HeaderReason, Value: []byte("old reason")})
 	for i := range hs {
-		if hs[i].Key == HeaderDueAt {
+		if hs[i].Key == delivery.HeaderDueAt {
 			hs[i].Value = []byte("tomorrow")
 		}
 	}
 	e.produce(&kgo.Record{Topic: e.tiers[0].Topic, Key: []byte("ep"), Value: []byte("v4"), Headers: hs})
 	e.park(good2, 0, now, time.Time{})
 
-	waitFor(t, 20*time.Second, "2 deliveries and 2 DLQ records", func() bool {
+	waitWithin(t, 20*time.Second, "2 deliveries and 2 DLQ records", func() bool {
 		return len(obs.in(e.target)) == 2 && len(obs.in(e.dlq)) == 2
 	})
 	if got := countByID(obs.in(e.target)); got["d0001"] != 1 || got["d0002"] != 1 {
 		t.Errorf("target holds %v, want d0001 and d0002 once", got)
 	}
-	wantReason := map[string]string{"v3": "header " + HeaderWebhookID + " missing", "v4": "header " + HeaderDueAt}
+	wantReason := map[string]string{"v3": "header " + delivery.HeaderWebhookID + " missing", "v4": "header " + delivery.HeaderDueAt}
 	for _, s := range obs.in(e.dlq) {
 		var reasons []string
 		for _, h := range s.rec.Headers {
-			if h.Key == HeaderReason {
+			if h.Key == delivery.HeaderReason {
 				reasons = append(reasons, string(h.Value))
 			}
 		}
@@ -299,7 +302,7 @@ func TestRelayKfakeCrashNoFork(t *testing.T) {
 	}
 	before := len(obs.in(e.target))
 	e.start(e.options("a"))
-	waitFor(t, 30*time.Second, "45 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 45 })
+	waitWithin(t, 30*time.Second, "45 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 45 })
 	time.Sleep(500 * time.Millisecond) // let any duplicate show up before judging
 	rep := checkPaths(t, e, obs, metas, false)
 	t.Logf("crash after 2 commits: %d in the target before restart; %d hops in all; emit lateness max %v",
@@ -314,11 +317,11 @@ func TestRelayKfakeRebalance(t *testing.T) {
 	a := e.start(e.options("a"))
 	e.start(e.options("b"))
 	metas := parkMany(e, 0, 60, 6, time.Second, 5*time.Second, 3)
-	waitFor(t, 20*time.Second, "some deliveries", func() bool { return len(obs.in(e.target)) >= 10 })
+	waitWithin(t, 20*time.Second, "some deliveries", func() bool { return len(obs.in(e.target)) >= 10 })
 	if err := a.stop(); err != nil {
 		t.Fatalf("stopping relay a: %v", err)
 	}
-	waitFor(t, 40*time.Second, "60 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 60 })
+	waitWithin(t, 40*time.Second, "60 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 60 })
 	time.Sleep(500 * time.Millisecond)
 	checkPaths(t, e, obs, metas, false)
 }
@@ -328,7 +331,7 @@ func TestRelayKfakeRebalance(t *testing.T) {
 // its partition is paused while it waits.
 func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 	seeds := newKfake(t)
-	e := newRelayEnv(t, seeds, "t.", DefaultSchedule(), 1)
+	e := newRelayEnv(t, seeds, "t.", retrytiers.DefaultSchedule(), 1)
 	obs := e.observe(append(e.tiers.Topics(), e.target)...)
 	var shift atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
@@ -341,11 +344,11 @@ func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 	t0 := now()
 	// 7h12m30s: 6h, 1h, 10m and 2m hops leave 30s less the time the test
 	// takes, which the dispatcher would hold.
-	m := delivery(1, t0.Add(7*time.Hour+12*time.Minute+30*time.Second).Truncate(time.Millisecond))
+	m := testDelivery(1, t0.Add(7*time.Hour+12*time.Minute+30*time.Second).Truncate(time.Millisecond))
 	if topic := e.park(m, 0, t0, t0); topic != "t.retry-6h" {
 		t.Fatalf("parked in %s, want t.retry-6h", topic)
 	}
-	waitFor(t, 10*time.Second, "the 6h partition paused with one buffered record", func() bool {
+	waitWithin(t, 10*time.Second, "the 6h partition paused with one buffered record", func() bool {
 		return mr.gauge(t, "hookrelay.retry.relay.paused_partitions") == 1 && mr.gauge(t, "hookrelay.retry.relay.buffered") == 1
 	})
 
@@ -360,7 +363,7 @@ func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 		}
 		return l
 	}
-	waitFor(t, 10*time.Second, "the parked record", func() bool { return latest().rec != nil })
+	waitWithin(t, 10*time.Second, "the parked record", func() bool { return latest().rec != nil })
 	for _, want := range []string{"t.retry-1h", "t.retry-10m", "t.retry-2m", "t.deliveries"} {
 		cur := latest()
 		tier, _ := e.tiers.ByTopic(cur.rec.Topic)
@@ -375,9 +378,9 @@ func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 		// Once ready, it moves on promptly.
 		shift.Store(int64(ready.Sub(time.Now())))
 		r.kick()
-		waitFor(t, 5*time.Second, "the delivery in "+want, func() bool { return latest().rec.Topic == want })
+		waitWithin(t, 5*time.Second, "the delivery in "+want, func() bool { return latest().rec.Topic == want })
 	}
-	checkPaths(t, e, obs, map[string]Meta{m.DeliveryID: m}, true)
+	checkPaths(t, e, obs, map[string]delivery.Meta{m.DeliveryID: m}, true)
 	if n := mr.counter(t, "hookrelay.retry.relay.records", "to", "tier"); n != 3 {
 		t.Errorf("records{to=tier} = %d, want 3", n)
 	}
@@ -422,7 +425,7 @@ func TestRelayKfakeAbortedEndRewinds(t *testing.T) {
 	o.Meter = mr.mp.Meter("test")
 	e.start(o)
 	metas := parkMany(e, 0, 40, 2, time.Second, 3*time.Second, 4)
-	waitFor(t, 30*time.Second, "40 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 40 })
+	waitWithin(t, 30*time.Second, "40 deliveries in the target", func() bool { return len(obs.in(e.target)) >= 40 })
 	time.Sleep(500 * time.Millisecond)
 	checkPaths(t, e, obs, metas, false)
 	if n := mr.counter(t, "hookrelay.retry.relay.aborts", "", ""); n != 1 {

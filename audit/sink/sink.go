@@ -1,4 +1,9 @@
-package audit
+// Package sink moves attempt records from the attempts topic into an
+// audit.Inserter (the ClickHouse store in production): it consumes with
+// read_committed in batches, inserts each batch, and commits the batch's
+// offsets only after the insert succeeded, so a crash or a ClickHouse outage
+// re-inserts rather than loses (the store deduplicates by attempt ID).
+package sink
 
 import (
 	"context"
@@ -15,10 +20,12 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/hookrelay/hookrelay/audit"
 )
 
-// SinkOptions configures [NewSink].
-type SinkOptions struct {
+// Options configures [New].
+type Options struct {
 	// Brokers are the Kafka seed brokers, "host:port". Required.
 	Brokers []string
 	// Topic is the attempts topic, e.g. "hookrelay.attempts". Required.
@@ -26,7 +33,7 @@ type SinkOptions struct {
 	// Group is the consumer group ID, e.g. "hookrelay.audit". Required.
 	Group string
 	// Store receives the attempts. Required.
-	Store Inserter
+	Store audit.Inserter
 	// KafkaOptions are extra franz-go client options: TLS, SASL, client ID,
 	// logger. Optional. They are applied after the sink's own, so they must
 	// not change what the sink relies on (consumer group, manual commits,
@@ -59,7 +66,7 @@ type SinkOptions struct {
 	Logger *slog.Logger
 }
 
-// Defaults of [SinkOptions].
+// Defaults of [Options].
 const (
 	DefaultBatchRows       = 5000
 	DefaultFlushInterval   = 200 * time.Millisecond
@@ -71,7 +78,7 @@ const (
 
 // Sink moves attempts from the attempts topic into a Store: it consumes the
 // topic in a consumer group (read_committed, manual commits), decodes each
-// record value into an [Attempt], and inserts them in batches (BatchRows
+// record value into an [audit.Attempt], and inserts them in batches (BatchRows
 // records, or whatever arrived within FlushInterval). It commits a batch's
 // offsets only after its insert succeeded, so a crash or a ClickHouse outage
 // loses nothing: uncommitted records are consumed again and, the store being
@@ -91,7 +98,7 @@ const (
 // removed from the group; its later commit fails (logged, counted) and the
 // batch's records, already inserted, are read again by their new owner.
 //
-// Metrics (when SinkOptions.Meter is set):
+// Metrics (when Options.Meter is set):
 //   - hookrelay.audit.sink.records{result=inserted|invalid}: records consumed
 //   - hookrelay.audit.sink.inserts{result=ok|error}: Insert calls
 //   - hookrelay.audit.sink.insert.rows: histogram of rows per successful insert
@@ -101,9 +108,9 @@ const (
 //     stable offset) not yet committed by this sink, over its partitions; on a
 //     transactional topic a partition's commit marker may count as one.
 //
-// A Sink runs once: create it with NewSink, call Run.
+// A Sink runs once: create it with New, call Run.
 type Sink struct {
-	opts   SinkOptions
+	opts   Options
 	client *kgo.Client
 	log    *slog.Logger
 	ran    atomic.Bool
@@ -117,27 +124,27 @@ type Sink struct {
 	next  map[int32]int64 // partition -> first offset not yet committed
 }
 
-// NewSink validates opts and creates the Kafka client (no I/O until Run).
+// New validates opts and creates the Kafka client (no I/O until Run).
 // Errors name the field.
-func NewSink(opts SinkOptions) (*Sink, error) {
+func New(opts Options) (*Sink, error) {
 	switch {
 	case len(opts.Brokers) == 0:
-		return nil, errors.New("audit: SinkOptions.Brokers is required")
+		return nil, errors.New("audit: Options.Brokers is required")
 	case opts.Topic == "":
-		return nil, errors.New("audit: SinkOptions.Topic is required")
+		return nil, errors.New("audit: Options.Topic is required")
 	case opts.Group == "":
-		return nil, errors.New("audit: SinkOptions.Group is required")
+		return nil, errors.New("audit: Options.Group is required")
 	case opts.Store == nil:
-		return nil, errors.New("audit: SinkOptions.Store is required")
+		return nil, errors.New("audit: Options.Store is required")
 	case opts.BatchRows < 0:
-		return nil, fmt.Errorf("audit: SinkOptions.BatchRows %d is negative", opts.BatchRows)
+		return nil, fmt.Errorf("audit: Options.BatchRows %d is negative", opts.BatchRows)
 	}
 	for name, d := range map[string]time.Duration{
 		"FlushInterval": opts.FlushInterval, "InsertTimeout": opts.InsertTimeout, "RetryBackoff": opts.RetryBackoff,
 		"MaxRetryBackoff": opts.MaxRetryBackoff, "ShutdownTimeout": opts.ShutdownTimeout,
 	} {
 		if d < 0 {
-			return nil, fmt.Errorf("audit: SinkOptions.%s %s is negative", name, d)
+			return nil, fmt.Errorf("audit: Options.%s %s is negative", name, d)
 		}
 	}
 	setDefault(&opts.BatchRows, DefaultBatchRows)
@@ -147,7 +154,7 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 	setDefault(&opts.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
 	if opts.MaxRetryBackoff < opts.RetryBackoff {
-		return nil, fmt.Errorf("audit: SinkOptions.MaxRetryBackoff %s is below RetryBackoff %s", opts.MaxRetryBackoff, opts.RetryBackoff)
+		return nil, fmt.Errorf("audit: Options.MaxRetryBackoff %s is below RetryBackoff %s", opts.MaxRetryBackoff, opts.RetryBackoff)
 	}
 	if opts.Meter == nil {
 		opts.Meter = noop.NewMeterProvider().Meter("")
@@ -162,7 +169,7 @@ func NewSink(opts SinkOptions) (*Sink, error) {
 		next: make(map[int32]int64),
 	}
 	if err := s.initMetrics(); err != nil {
-		return nil, fmt.Errorf("audit: SinkOptions.Meter: %w", err)
+		return nil, fmt.Errorf("audit: Options.Meter: %w", err)
 	}
 	forget := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { s.forget(lost[opts.Topic]) }
 	kopts := append([]kgo.Opt{
@@ -258,7 +265,7 @@ func (s *Sink) forget(partitions []int32) {
 
 // batch is what a flush inserts and then commits.
 type batch struct {
-	attempts []Attempt
+	attempts []audit.Attempt
 	records  int                       // records consumed, valid or not
 	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read)
 	started  time.Time                 // when the first record arrived
@@ -335,7 +342,7 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 		}
 		b.records++
 		b.offsets[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
-		var a Attempt
+		var a audit.Attempt
 		err := a.Unmarshal(r.Value)
 		if err == nil {
 			err = a.Validate()
@@ -376,7 +383,7 @@ func (s *Sink) flush(ctx context.Context, b *batch) bool {
 	return true
 }
 
-func (s *Sink) insert(ctx context.Context, attempts []Attempt) error {
+func (s *Sink) insert(ctx context.Context, attempts []audit.Attempt) error {
 	if len(attempts) == 0 {
 		return nil
 	}

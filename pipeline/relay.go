@@ -1,4 +1,4 @@
-package retrytiers
+package pipeline
 
 import (
 	"bytes"
@@ -17,6 +17,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
+	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 // Relay defaults.
@@ -62,13 +65,13 @@ type RelayOptions struct {
 	// other in turn).
 	TransactionalID string
 	// Tiers are the tier topics to consume and to hop through, as built by
-	// [TiersFor]. Required.
-	Tiers Tiers
+	// [retrytiers.TiersFor]. Required.
+	Tiers retrytiers.Tiers
 	// TargetTopic receives records that are due, or due sooner than the
 	// smallest tier: the deliveries topic. Required.
 	TargetTopic string
 	// DLQTopic receives records whose headers cannot be parsed, unchanged
-	// but for a [HeaderReason] header. Required.
+	// but for a [delivery.HeaderReason] header. Required.
 	DLQTopic string
 	// TransactionTimeout is the Kafka transaction timeout. Optional;
 	// 0 means [DefaultTransactionTimeout].
@@ -95,7 +98,7 @@ type RelayOptions struct {
 // Relay moves records through the tier topics: it consumes every tier topic
 // in one consumer group, and when a record is ready (its append time plus
 // its tier's delay) it produces the record, same key, value and headers, to
-// the next tier chosen by [Tiers.Next] for the time left until [Meta].DueAt,
+// the next tier chosen by [retrytiers.Tiers.Next] for the time left until [delivery.Meta].DueAt,
 // or to the target topic when less than the smallest tier is left (the
 // dispatcher holds that remainder). Records whose headers do not parse go to
 // the DLQ topic with a reason. Nothing is dropped and no record blocks
@@ -161,7 +164,7 @@ type Relay struct {
 	kicked     bool
 
 	// Owned by Run.
-	parts map[topicPartition]*partState
+	parts map[topicPartition]*relayPart
 	wake  wakeHeap
 
 	buffered atomic.Int64
@@ -249,7 +252,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 			return nil
 		}))
 	_, _ = meter.Int64ObservableGauge("hookrelay.retry.relay.paused_partitions",
-		metric.WithDescription("Tier partitions paused because their buffered records are not yet due."),
+		metric.WithDescription("retrytiers.Tier partitions paused because their buffered records are not yet due."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(r.paused.Load())
 			return nil
@@ -284,7 +287,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("retrytiers: relay client: %w", err)
 	}
 	defer sess.Close()
-	r.parts = make(map[topicPartition]*partState)
+	r.parts = make(map[topicPartition]*relayPart)
 	r.wake = nil
 	defer func() {
 		r.buffered.Store(0)
@@ -384,8 +387,8 @@ func (r *Relay) step(ctx context.Context, sess *kgo.GroupTransactSession, fetche
 	}
 
 	now := r.now()
-	var touched []*partState
-	touch := func(st *partState) {
+	var touched []*relayPart
+	touch := func(st *relayPart) {
 		if !st.touched {
 			st.touched = true
 			touched = append(touched, st)
@@ -410,7 +413,7 @@ func (r *Relay) step(ctx context.Context, sess *kgo.GroupTransactSession, fetche
 		touch(st)
 	})
 	for len(r.wake) > 0 && !r.wake[0].wakeAt.After(now) {
-		touch(heap.Pop(&r.wake).(*partState))
+		touch(heap.Pop(&r.wake).(*relayPart))
 	}
 
 	var hops []hop
@@ -467,7 +470,7 @@ func (r *Relay) step(ctx context.Context, sess *kgo.GroupTransactSession, fetche
 
 // hop is one record to relay.
 type hop struct {
-	from    Tier
+	from    retrytiers.Tier
 	out     *kgo.Record
 	kind    string
 	readyAt time.Time
@@ -475,18 +478,18 @@ type hop struct {
 }
 
 // route decides where a ready record goes.
-func (r *Relay) route(st *partState, rec *kgo.Record, now time.Time) hop {
+func (r *Relay) route(st *relayPart, rec *kgo.Record, now time.Time) hop {
 	h := hop{from: st.tier, readyAt: st.readyAt(rec)}
-	m, err := ParseMeta(rec.Headers)
+	m, err := delivery.ParseMeta(rec.Headers)
 	if err != nil {
 		reason := fmt.Sprintf("malformed headers in %s/%d@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
 		hs := make([]kgo.RecordHeader, 0, len(rec.Headers)+1)
 		for _, hd := range rec.Headers {
-			if hd.Key != HeaderReason {
+			if hd.Key != delivery.HeaderReason {
 				hs = append(hs, hd)
 			}
 		}
-		hs = append(hs, kgo.RecordHeader{Key: HeaderReason, Value: []byte(reason)})
+		hs = append(hs, kgo.RecordHeader{Key: delivery.HeaderReason, Value: []byte(reason)})
 		h.kind = relayToDLQ
 		h.out = &kgo.Record{Topic: r.o.DLQTopic, Key: rec.Key, Value: rec.Value, Headers: hs, Timestamp: now}
 		r.log.Error("retry relay: record sent to the DLQ", "reason", reason)
@@ -569,7 +572,7 @@ func (r *Relay) commitBufferHeads(req *kmsg.TxnOffsetCommitRequest) error {
 }
 
 // schedule sets a partition's pause and wake-up after a step.
-func (r *Relay) schedule(st *partState, now time.Time, pause, resume map[string][]int32) {
+func (r *Relay) schedule(st *relayPart, now time.Time, pause, resume map[string][]int32) {
 	if st.dropped {
 		return
 	}
@@ -608,12 +611,12 @@ func (r *Relay) schedule(st *partState, now time.Time, pause, resume map[string]
 }
 
 // state returns the partition's state, creating it.
-func (r *Relay) state(topic string, partition int32) *partState {
+func (r *Relay) state(topic string, partition int32) *relayPart {
 	tp := topicPartition{topic, partition}
 	st := r.parts[tp]
 	if st == nil {
 		tier, _ := r.o.Tiers.ByTopic(topic)
-		st = &partState{tp: tp, tier: tier, next: -1, index: -1}
+		st = &relayPart{tp: tp, tier: tier, next: -1, index: -1}
 		r.parts[tp] = st
 	}
 	return st
@@ -656,10 +659,10 @@ type topicPartition struct {
 	partition int32
 }
 
-// partState is one assigned tier partition, owned by Run.
-type partState struct {
+// relayPart is one assigned tier partition, owned by Run.
+type relayPart struct {
 	tp      topicPartition
-	tier    Tier
+	tier    retrytiers.Tier
 	buf     []*kgo.Record // fetched, not yet relayed, in offset order
 	next    int64         // offset after the last buffered record; -1 before any
 	paused  bool          // paused in the client by us
@@ -671,12 +674,12 @@ type partState struct {
 
 // readyAt is when rec may leave this partition: its append time plus the
 // tier delay.
-func (st *partState) readyAt(rec *kgo.Record) time.Time {
+func (st *relayPart) readyAt(rec *kgo.Record) time.Time {
 	return rec.Timestamp.Add(st.tier.Delay)
 }
 
 // wakeHeap orders partitions by wakeAt (container/heap).
-type wakeHeap []*partState
+type wakeHeap []*relayPart
 
 func (h wakeHeap) Len() int           { return len(h) }
 func (h wakeHeap) Less(i, j int) bool { return h[i].wakeAt.Before(h[j].wakeAt) }
@@ -686,7 +689,7 @@ func (h wakeHeap) Swap(i, j int) {
 	h[j].index = j
 }
 func (h *wakeHeap) Push(x any) {
-	st := x.(*partState)
+	st := x.(*relayPart)
 	st.index = len(*h)
 	*h = append(*h, st)
 }

@@ -1,4 +1,4 @@
-package retrytiers
+package webhook
 
 import (
 	"math"

@@ -1,4 +1,9 @@
-package retrytiers
+// Package delivery is the format of a delivery record: the header keys
+// every delivery carries and [Meta], their one codec. A delivery record's
+// value is the exact webhook body that is signed and sent; it moves unchanged
+// between the deliveries topic, the retry tiers and the DLQ, and only its
+// headers are rewritten on the way.
+package delivery
 
 import (
 	"encoding/json"

@@ -1,4 +1,9 @@
-package audit
+// Package chstore is the ClickHouse implementation of audit.Store: the
+// attempts table (ReplacingMergeTree keyed by attempt ID, read with FINAL),
+// its versioned migrations, and the delivery-log queries. Its SQL runs on
+// ClickHouse 18.16 (native protocol) and on current releases (checked with
+// chdb: testdata/chdb_check.py).
+package chstore
 
 import (
 	"cmp"
@@ -13,10 +18,12 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hookrelay/hookrelay/audit"
 )
 
-// ClickHouseOptions configures [NewClickHouse].
-type ClickHouseOptions struct {
+// Options configures [New].
+type Options struct {
 	// DSN locates the server, e.g.
 	// "clickhouse://user:password@127.0.0.1:9000/hookrelay?dial_timeout=5s".
 	// Required. Native protocol only (clickhouse:// or tcp://, port 9000 by
@@ -43,9 +50,9 @@ type ClickHouseOptions struct {
 	Logger *slog.Logger
 }
 
-// ClickHouse is the production [Store]: the attempts table of one ClickHouse
+// ClickHouse is the production [audit.Store]: the attempts table of one ClickHouse
 // database, written in batches over the native protocol. Create it with
-// NewClickHouse, bring the schema up to date with Migrate, and Close it when
+// New, bring the schema up to date with Migrate, and Close it when
 // done. Safe for concurrent use.
 //
 // Schema (audit/migrations): a ReplacingMergeTree partitioned by UTC day and
@@ -55,43 +62,43 @@ type ClickHouseOptions struct {
 // merge. This relies on an attempt being immutable: a second insert of one
 // AttemptID with a different EndpointID or AttemptedAt would not collapse.
 // Retention is by day partition: DropPartitionsBefore.
-type ClickHouse struct {
+type Store struct {
 	conn driver.Conn
 	db   string
 	now  func() time.Time // anchors Log's first windows; time.Now
 }
 
-var _ Store = (*ClickHouse)(nil)
+var _ audit.Store = (*Store)(nil)
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// NewClickHouse validates opts, opens a connection pool and pings the server
+// New validates opts, opens a connection pool and pings the server
 // (bounded by ctx). Errors about opts name the field; an unreachable server
 // is an error (wrapping the driver's) naming the address.
-func NewClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, error) {
+func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.DSN == "" {
-		return nil, fmt.Errorf("audit: ClickHouseOptions.DSN is required")
+		return nil, fmt.Errorf("audit: Options.DSN is required")
 	}
 	co, err := clickhouse.ParseDSN(opts.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("audit: ClickHouseOptions.DSN: %w", err)
+		return nil, fmt.Errorf("audit: Options.DSN: %w", err)
 	}
 	if co.Protocol != clickhouse.Native {
-		return nil, fmt.Errorf("audit: ClickHouseOptions.DSN: only the native protocol (clickhouse://host:9000) is supported, not %s", co.Protocol)
+		return nil, fmt.Errorf("audit: Options.DSN: only the native protocol (clickhouse://host:9000) is supported, not %s", co.Protocol)
 	}
 	db := cmp.Or(opts.Database, co.Auth.Database, "default")
 	if !identifier.MatchString(db) {
-		return nil, fmt.Errorf("audit: ClickHouseOptions.Database %q: want letters, digits and '_', not starting with a digit", db)
+		return nil, fmt.Errorf("audit: Options.Database %q: want letters, digits and '_', not starting with a digit", db)
 	}
 	switch {
 	case opts.MaxOpenConns < 0:
-		return nil, fmt.Errorf("audit: ClickHouseOptions.MaxOpenConns %d is negative", opts.MaxOpenConns)
+		return nil, fmt.Errorf("audit: Options.MaxOpenConns %d is negative", opts.MaxOpenConns)
 	case opts.MaxIdleConns < 0:
-		return nil, fmt.Errorf("audit: ClickHouseOptions.MaxIdleConns %d is negative", opts.MaxIdleConns)
+		return nil, fmt.Errorf("audit: Options.MaxIdleConns %d is negative", opts.MaxIdleConns)
 	case opts.ConnMaxLifetime < 0:
-		return nil, fmt.Errorf("audit: ClickHouseOptions.ConnMaxLifetime %s is negative", opts.ConnMaxLifetime)
+		return nil, fmt.Errorf("audit: Options.ConnMaxLifetime %s is negative", opts.ConnMaxLifetime)
 	case opts.DialTimeout < 0:
-		return nil, fmt.Errorf("audit: ClickHouseOptions.DialTimeout %s is negative", opts.DialTimeout)
+		return nil, fmt.Errorf("audit: Options.DialTimeout %s is negative", opts.DialTimeout)
 	}
 	co.MaxOpenConns = cmp.Or(opts.MaxOpenConns, co.MaxOpenConns, 10)
 	co.MaxIdleConns = cmp.Or(opts.MaxIdleConns, co.MaxIdleConns, 5)
@@ -112,17 +119,17 @@ func NewClickHouse(ctx context.Context, opts ClickHouseOptions) (*ClickHouse, er
 		conn.Close()
 		return nil, fmt.Errorf("audit: ping ClickHouse %v: %w", co.Addr, err)
 	}
-	return &ClickHouse{conn: conn, db: db, now: time.Now}, nil
+	return &Store{conn: conn, db: db, now: time.Now}, nil
 }
 
 // Database returns the name of the database holding the tables.
-func (c *ClickHouse) Database() string { return c.db }
+func (c *Store) Database() string { return c.db }
 
 // Ping checks that the server answers.
-func (c *ClickHouse) Ping(ctx context.Context) error { return c.conn.Ping(ctx) }
+func (c *Store) Ping(ctx context.Context) error { return c.conn.Ping(ctx) }
 
 // Close closes the connection pool. Calls in flight fail.
-func (c *ClickHouse) Close() error { return c.conn.Close() }
+func (c *Store) Close() error { return c.conn.Close() }
 
 // The attempts table's columns, in insert and select order.
 const columns = "attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, " +
@@ -135,11 +142,11 @@ var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at)
 // Insert implements [Store.Insert] with one batch INSERT (explicit column
 // list, column-wise). Batches of thousands of rows are the efficient size;
 // ClickHouse makes one part per INSERT and partition, so avoid many tiny ones.
-func (c *ClickHouse) Insert(ctx context.Context, attempts []Attempt) error {
+func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	if len(attempts) == 0 {
 		return nil
 	}
-	if err := validateAll(attempts); err != nil {
+	if err := audit.ValidateAll(attempts); err != nil {
 		return err
 	}
 	n := len(attempts)
@@ -152,7 +159,7 @@ func (c *ClickHouse) Insert(ctx context.Context, attempts []Attempt) error {
 	attemptedAt, nextAt := make([]int64, n), make([]int64, n) // unix seconds (DateTime)
 	latency := make([]uint32, n)
 	for i := range attempts {
-		a := normalize(attempts[i])
+		a := audit.Normalize(attempts[i])
 		attemptID[i], deliveryID[i], eventID[i], webhookID[i] = a.AttemptID, a.DeliveryID, a.EventID, a.WebhookID
 		eventType[i], tenant[i], endpointID[i], urlHost[i] = a.EventType, a.Tenant, a.EndpointID, a.URLHost
 		outcome[i], errorClass[i], errorMessage[i], responseBody[i] = string(a.Outcome), a.ErrorClass, a.ErrorMessage, a.ResponseBody
@@ -203,8 +210,8 @@ var logWindows = []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
 // q.Limit attempts. A window with q.Limit attempts holds the newest q.Limit
 // overall, so the result is the same, and a busy endpoint's log reads one day
 // partition instead of all of them.
-func (c *ClickHouse) Log(ctx context.Context, q Query) ([]Attempt, error) {
-	q, err := q.validate()
+func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
+	q, err := q.Validate()
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +225,7 @@ func (c *ClickHouse) Log(ctx context.Context, q Query) ([]Attempt, error) {
 	}
 	for _, w := range windows {
 		from := anchor.Add(-w)
-		if from.Before(minTime) || (!q.Since.IsZero() && !from.After(q.Since)) {
+		if from.Before(audit.MinTime) || (!q.Since.IsZero() && !from.After(q.Since)) {
 			break
 		}
 		wq := q
@@ -231,16 +238,16 @@ func (c *ClickHouse) Log(ctx context.Context, q Query) ([]Attempt, error) {
 	return c.readLog(ctx, q)
 }
 
-func (c *ClickHouse) readLog(ctx context.Context, q Query) ([]Attempt, error) {
+func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
 	rows, err := c.conn.Query(ctx, c.logSQL(q))
 	if err != nil {
 		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 	}
 	defer rows.Close()
-	out := make([]Attempt, 0, min(q.Limit, 128))
+	out := make([]audit.Attempt, 0, min(q.Limit, 128))
 	for rows.Next() {
 		var (
-			a                                    Attempt
+			a                                    audit.Attempt
 			outcome                              string
 			attemptNumber, attMs, status, nextMs uint16
 			attAt, nextAt, latency               uint32
@@ -250,7 +257,7 @@ func (c *ClickHouse) readLog(ctx context.Context, q Query) ([]Attempt, error) {
 			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs); err != nil {
 			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 		}
-		a.Outcome = Outcome(outcome)
+		a.Outcome = audit.Outcome(outcome)
 		a.AttemptNumber, a.HTTPStatus, a.LatencyMs = int(attemptNumber), int(status), int64(latency)
 		a.AttemptedAt = joinMs(attAt, attMs)
 		if nextAt != 0 || nextMs != 0 {
@@ -267,7 +274,7 @@ func (c *ClickHouse) readLog(ctx context.Context, q Query) ([]Attempt, error) {
 // logSQL renders the Log query. Values are inlined as escaped literals (the
 // same text runs on 18.16, which has no server-side parameters, and in the
 // chdb check of audit/testdata).
-func (c *ClickHouse) logSQL(q Query) string {
+func (c *Store) logSQL(q audit.Query) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
 	if q.EventID != "" {
@@ -308,7 +315,7 @@ func untilCond(t time.Time) string {
 	return fmt.Sprintf("attempted_at <= %d AND (attempted_at < %d OR attempted_ms < %d)", s, s, ms)
 }
 
-func (c *ClickHouse) filterSQL(f Filter) string {
+func (c *Store) filterSQL(f audit.Filter) string {
 	conds := []string{"1"}
 	if f.EndpointID != "" {
 		conds = append(conds, "endpoint_id = "+quote(f.EndpointID))
@@ -326,8 +333,8 @@ func (c *ClickHouse) filterSQL(f Filter) string {
 }
 
 // Count implements [Store.Count] (with FINAL: duplicates count once).
-func (c *ClickHouse) Count(ctx context.Context, f Filter) (int64, error) {
-	if err := f.validate(); err != nil {
+func (c *Store) Count(ctx context.Context, f audit.Filter) (int64, error) {
+	if err := f.Validate(); err != nil {
 		return 0, err
 	}
 	var n uint64
@@ -337,13 +344,13 @@ func (c *ClickHouse) Count(ctx context.Context, f Filter) (int64, error) {
 	return int64(n), nil
 }
 
-func (c *ClickHouse) countSQL(f Filter) string {
+func (c *Store) countSQL(f audit.Filter) string {
 	return fmt.Sprintf("SELECT count()\nFROM %s.attempts FINAL\nWHERE %s", c.db, c.filterSQL(f))
 }
 
 // Summary implements [Store.Summary] in one GROUP BY over FINAL rows.
-func (c *ClickHouse) Summary(ctx context.Context, f Filter) ([]EndpointSummary, error) {
-	if err := f.validate(); err != nil {
+func (c *Store) Summary(ctx context.Context, f audit.Filter) ([]audit.EndpointSummary, error) {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	rows, err := c.conn.Query(ctx, c.summarySQL(f))
@@ -351,12 +358,12 @@ func (c *ClickHouse) Summary(ctx context.Context, f Filter) ([]EndpointSummary, 
 		return nil, fmt.Errorf("audit: summarize attempts: %w", err)
 	}
 	defer rows.Close()
-	var out []EndpointSummary
+	var out []audit.EndpointSummary
 	for rows.Next() {
 		var (
-			s                    EndpointSummary
+			s                    audit.EndpointSummary
 			attempts, deliveries uint64
-			counts               = make([]uint64, len(Outcomes))
+			counts               = make([]uint64, len(audit.Outcomes))
 			quantiles            []uint32
 		)
 		dest := []any{&s.EndpointID, &attempts, &deliveries}
@@ -368,8 +375,8 @@ func (c *ClickHouse) Summary(ctx context.Context, f Filter) ([]EndpointSummary, 
 			return nil, fmt.Errorf("audit: summarize attempts: %w", err)
 		}
 		s.Attempts, s.Deliveries = int64(attempts), int64(deliveries)
-		s.Outcomes = make(map[Outcome]int64)
-		for i, o := range Outcomes {
+		s.Outcomes = make(map[audit.Outcome]int64)
+		for i, o := range audit.Outcomes {
 			if counts[i] > 0 {
 				s.Outcomes[o] = int64(counts[i])
 			}
@@ -386,15 +393,15 @@ func (c *ClickHouse) Summary(ctx context.Context, f Filter) ([]EndpointSummary, 
 	return out, nil
 }
 
-func (c *ClickHouse) summarySQL(f Filter) string {
+func (c *Store) summarySQL(f audit.Filter) string {
 	var w strings.Builder
 	w.WriteString("SELECT endpoint_id, count(), uniqExact(delivery_id)")
-	for _, o := range Outcomes {
+	for _, o := range audit.Outcomes {
 		fmt.Fprintf(&w, ",\n  countIf(outcome = %s)", quote(string(o)))
 	}
 	var offNet []string
-	for _, o := range Outcomes {
-		if !o.wentToNetwork() {
+	for _, o := range audit.Outcomes {
+		if !o.WentToNetwork() {
 			offNet = append(offNet, quote(string(o)))
 		}
 	}
@@ -408,7 +415,7 @@ func (c *ClickHouse) summarySQL(f Filter) string {
 // day, by dropping whole day partitions (cheap: no rewrite). It returns the
 // dropped partition IDs (YYYYMMDD), oldest first. Attempts of day itself are
 // kept. This is the retention mechanism: 18.16 has no TTL.
-func (c *ClickHouse) DropPartitionsBefore(ctx context.Context, day time.Time) ([]string, error) {
+func (c *Store) DropPartitionsBefore(ctx context.Context, day time.Time) ([]string, error) {
 	cutoff := day.UTC().Format("20060102")
 	q := fmt.Sprintf("SELECT DISTINCT partition_id FROM system.parts WHERE database = %s AND table = 'attempts' AND active AND partition_id < %s ORDER BY partition_id",
 		quote(c.db), quote(cutoff))
@@ -443,3 +450,9 @@ var literal = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`)
 
 // quote renders s as a ClickHouse string literal.
 func quote(s string) string { return "'" + literal.Replace(s) + "'" }
+
+// Quantile levels of audit.EndpointSummary's LatencyP50 and LatencyP99.
+const (
+	p50 = 0.5
+	p99 = 0.99
+)

@@ -1,7 +1,7 @@
-package retrytiers
+package pipeline
 
 // Integration tests against the real broker (e2e/stack: HOOKRELAY_BROKERS,
-// or a container). They create their tier topics with TierTopicConfig, so
+// or a container). They create their tier topics with retrytiers.TierTopicConfig, so
 // the broker stamps LogAppendTime as in production.
 
 import (
@@ -16,9 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookrelay/hookrelay/e2e/stack"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/e2e/stack"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
+	"github.com/hookrelay/hookrelay/retrytiers"
 )
 
 func TestMain(m *testing.M) { os.Exit(stack.Main(m)) }
@@ -37,14 +40,14 @@ func TestRelayKafkaPrecision(t *testing.T) {
 	e.warmUp(obs)
 
 	const n = 300
-	metas := make(map[string]Meta, n)
+	metas := make(map[string]delivery.Meta, n)
 	for batch := range 10 {
 		for id, m := range parkMany(e, batch*n/10, n/10, 6, time.Second, 7500*time.Millisecond, uint64(batch)) {
 			metas[id] = m
 		}
 		time.Sleep(300 * time.Millisecond) // a stream, not one burst
 	}
-	waitFor(t, 60*time.Second, "every delivery in the target", func() bool { return len(obs.in(e.target)) >= n+1 })
+	waitWithin(t, 60*time.Second, "every delivery in the target", func() bool { return len(obs.in(e.target)) >= n+1 })
 	time.Sleep(time.Second) // let any duplicate show up before judging
 	rep := checkPaths(t, e, obs, metas, false)
 	if d := obs.in(e.dlq); len(d) != 0 {
@@ -99,11 +102,11 @@ func TestRelayChildProcess(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ParseSchedule(c.Schedule)
+	s, err := retrytiers.ParseSchedule(c.Schedule)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tiers, err := TiersFor(c.Prefix, s)
+	tiers, err := retrytiers.TiersFor(c.Prefix, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +196,9 @@ func txnState(t *testing.T, adm *kadm.Client, txnID string) string {
 func TestRelayKafkaCrash(t *testing.T) {
 	prefix := stack.TopicPrefix(t)
 	seeds := stack.Brokers(t)
-	// Tiers 1s…8s, waits up to 15s: long enough for the second kill to land
+	// retrytiers.Tiers 1s…8s, waits up to 15s: long enough for the second kill to land
 	// mid-stream, and no plan uses a tier twice.
-	sched := Schedule{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+	sched := retrytiers.Schedule{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 	e := newRelayEnv(t, seeds, prefix, sched, 6)
 	obs := e.observe(append(e.tiers.Topics(), e.target, e.dlq)...)
 	adm := kadm.NewClient(e.prod)
@@ -207,7 +210,7 @@ func TestRelayKafkaCrash(t *testing.T) {
 	// 1. Dies by its own SIGKILL inside its 3rd transaction.
 	cfg.KillAt = 3
 	first := startChild(t, cfg)
-	waitFor(t, 60*time.Second, "the first relay to die", func() bool {
+	waitWithin(t, 60*time.Second, "the first relay to die", func() bool {
 		return processGone(first.Process.Pid)
 	})
 	state1 := txnState(t, adm, txnID)
@@ -219,17 +222,17 @@ func TestRelayKafkaCrash(t *testing.T) {
 	// 2. Restarted, then killed by us once it made progress.
 	cfg.KillAt = 0
 	second := startChild(t, cfg)
-	waitFor(t, 60*time.Second, "progress after the first restart", func() bool { return len(obs.in(e.target)) >= after1+40 })
+	waitWithin(t, 60*time.Second, "progress after the first restart", func() bool { return len(obs.in(e.target)) >= after1+40 })
 	if err := second.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the second relay to die", func() bool { return processGone(second.Process.Pid) })
+	waitWithin(t, 10*time.Second, "the second relay to die", func() bool { return processGone(second.Process.Pid) })
 	state2 := txnState(t, adm, txnID)
 	after2 := len(obs.in(e.target))
 
 	// 3. Restarted for good.
 	startChild(t, cfg)
-	waitFor(t, 90*time.Second, "every delivery in the target", func() bool { return len(obs.in(e.target)) >= n })
+	waitWithin(t, 90*time.Second, "every delivery in the target", func() bool { return len(obs.in(e.target)) >= n })
 	time.Sleep(2 * time.Second) // let any duplicate show up before judging
 	rep := checkPaths(t, e, obs, metas, false)
 	t.Logf("kill 1 (in txn): txn %s, %d/%d delivered; kill 2 (random): txn %s, %d/%d delivered; then %d delivered, %d hops",

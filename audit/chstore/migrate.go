@@ -1,4 +1,4 @@
-package audit
+package chstore
 
 import (
 	"cmp"
@@ -138,7 +138,7 @@ ORDER BY version`,
 // recorded twice, which schema_migrations (a ReplacingMergeTree keyed by
 // version) collapses. A migration interrupted half-way is re-run whole by
 // the next Migrate.
-func (c *ClickHouse) Migrate(ctx context.Context) ([]Migration, error) {
+func (c *Store) Migrate(ctx context.Context) ([]Migration, error) {
 	ms, err := loadMigrations()
 	if err != nil {
 		return nil, err
@@ -173,7 +173,7 @@ func (c *ClickHouse) Migrate(ctx context.Context) ([]Migration, error) {
 // recordMigration inserts m's row into schema_migrations. (A batch: 18.16
 // waits for data blocks after an INSERT … VALUES sent over the native
 // protocol as a plain query.)
-func (c *ClickHouse) recordMigration(ctx context.Context, m Migration) error {
+func (c *Store) recordMigration(ctx context.Context, m Migration) error {
 	b, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.schema_migrations (version, name, applied_at)", c.db))
 	if err != nil {
 		return err
@@ -187,7 +187,7 @@ func (c *ClickHouse) recordMigration(ctx context.Context, m Migration) error {
 
 // SchemaVersion returns the highest migration version recorded in the
 // database, 0 when none is (or schema_migrations does not exist yet).
-func (c *ClickHouse) SchemaVersion(ctx context.Context) (int, error) {
+func (c *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var exists uint8
 	q := fmt.Sprintf("SELECT count() > 0 FROM system.tables WHERE database = %s AND name = 'schema_migrations'", quote(c.db))
 	if err := c.conn.QueryRow(ctx, q).Scan(&exists); err != nil {
@@ -203,7 +203,7 @@ func (c *ClickHouse) SchemaVersion(ctx context.Context) (int, error) {
 	return int(v), nil
 }
 
-func (c *ClickHouse) execDDL(ctx context.Context, stmt string) error {
+func (c *Store) execDDL(ctx context.Context, stmt string) error {
 	err := c.conn.Exec(ctx, strings.ReplaceAll(stmt, "{db}", c.db))
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) && slices.Contains(alreadyApplied, ex.Code) {
