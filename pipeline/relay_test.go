@@ -42,7 +42,9 @@ func TestNewRelayValidates(t *testing.T) {
 		{func(o *RelayOptions) { o.TargetTopic = "" }, "RelayOptions.TargetTopic"},
 		{func(o *RelayOptions) { o.DLQTopic = "" }, "RelayOptions.DLQTopic"},
 		{func(o *RelayOptions) { o.Tiers = nil }, "RelayOptions.Tiers"},
-		{func(o *RelayOptions) { o.Tiers = retrytiers.Tiers{{Topic: "a", Delay: 2 * time.Second}, {Topic: "b", Delay: time.Second}} }, "RelayOptions.Tiers"},
+		{func(o *RelayOptions) {
+			o.Tiers = retrytiers.Tiers{{Topic: "a", Delay: 2 * time.Second}, {Topic: "b", Delay: time.Second}}
+		}, "RelayOptions.Tiers"},
 		{func(o *RelayOptions) { o.TargetTopic = "p.retry-1s" }, "RelayOptions.Tiers"},
 		{func(o *RelayOptions) { o.TransactionTimeout = -1 }, "RelayOptions.TransactionTimeout"},
 		{func(o *RelayOptions) { o.FetchMaxWait = -1 }, "RelayOptions.FetchMaxWait"},
