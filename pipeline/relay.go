@@ -176,8 +176,6 @@ type Relay struct {
 	crashBeforeEnd func() bool
 }
 
-var errSimulatedCrash = errors.New("retrytiers: simulated crash")
-
 type relayMetrics struct {
 	records  metric.Int64Counter
 	lag      metric.Float64Histogram
@@ -190,28 +188,28 @@ type relayMetrics struct {
 func NewRelay(o RelayOptions) (*Relay, error) {
 	switch {
 	case len(o.Kgo) == 0:
-		return nil, errors.New("retrytiers: RelayOptions.Kgo is empty (seed brokers are required)")
+		return nil, errors.New("pipeline: RelayOptions.Kgo is empty (seed brokers are required)")
 	case o.Group == "":
-		return nil, errors.New("retrytiers: RelayOptions.Group is required")
+		return nil, errors.New("pipeline: RelayOptions.Group is required")
 	case o.TransactionalID == "":
-		return nil, errors.New("retrytiers: RelayOptions.TransactionalID is required")
+		return nil, errors.New("pipeline: RelayOptions.TransactionalID is required")
 	case o.TargetTopic == "":
-		return nil, errors.New("retrytiers: RelayOptions.TargetTopic is required")
+		return nil, errors.New("pipeline: RelayOptions.TargetTopic is required")
 	case o.DLQTopic == "":
-		return nil, errors.New("retrytiers: RelayOptions.DLQTopic is required")
+		return nil, errors.New("pipeline: RelayOptions.DLQTopic is required")
 	case o.TransactionTimeout < 0:
-		return nil, errors.New("retrytiers: RelayOptions.TransactionTimeout is negative")
+		return nil, errors.New("pipeline: RelayOptions.TransactionTimeout is negative")
 	case o.FetchMaxWait < 0:
-		return nil, errors.New("retrytiers: RelayOptions.FetchMaxWait is negative")
+		return nil, errors.New("pipeline: RelayOptions.FetchMaxWait is negative")
 	case o.Prefetch < 0:
-		return nil, errors.New("retrytiers: RelayOptions.Prefetch is negative")
+		return nil, errors.New("pipeline: RelayOptions.Prefetch is negative")
 	}
 	if err := o.Tiers.Validate(); err != nil {
-		return nil, fmt.Errorf("retrytiers: RelayOptions.Tiers: %w", err)
+		return nil, fmt.Errorf("pipeline: RelayOptions.Tiers: %w", err)
 	}
 	for _, t := range o.Tiers {
 		if t.Topic == o.TargetTopic || t.Topic == o.DLQTopic {
-			return nil, fmt.Errorf("retrytiers: RelayOptions.Tiers: topic %q is also the target or DLQ topic", t.Topic)
+			return nil, fmt.Errorf("pipeline: RelayOptions.Tiers: topic %q is also the target or DLQ topic", t.Topic)
 		}
 	}
 	if o.TransactionTimeout == 0 {
@@ -284,9 +282,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
-		return fmt.Errorf("retrytiers: relay client: %w", err)
+		return fmt.Errorf("pipeline: relay client: %w", err)
 	}
 	defer sess.Close()
+	txn := &transactor{sess: sess, stage: "retry-relay", timeout: 2 * r.o.TransactionTimeout, log: r.log,
+		aborts: r.m.aborts, beforeEnd: r.crashBeforeEnd}
 	r.parts = make(map[topicPartition]*relayPart)
 	r.wake = nil
 	defer func() {
@@ -324,7 +324,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				r.log.Warn("retry relay: fetch error", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		err := r.step(ctx, sess, fetches, events)
+		err := r.step(ctx, txn, fetches, events)
 		sess.AllowRebalance()
 		if err != nil {
 			return err
@@ -371,8 +371,8 @@ func (r *Relay) onPartitions(_ context.Context, _ *kgo.Client, tps map[string][]
 
 // step processes one poll: partition changes, new records, due records, one
 // transaction, then pauses and wake-ups.
-func (r *Relay) step(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches, events []map[string][]int32) error {
-	cl := sess.Client()
+func (r *Relay) step(ctx context.Context, txn *transactor, fetches kgo.Fetches, events []map[string][]int32) error {
+	cl := txn.sess.Client()
 	for _, tps := range events {
 		// Assigned: start afresh. Revoked or lost: forget. Either way the
 		// client must not keep a pause of ours on the partition.
@@ -430,16 +430,19 @@ func (r *Relay) step(ctx context.Context, sess *kgo.GroupTransactSession, fetche
 	}
 
 	if len(hops) > 0 {
-		committed, err := r.transact(ctx, sess, hops)
+		committed, err := r.transact(ctx, txn, hops)
 		if err != nil {
 			return err
 		}
 		if !committed {
 			// franz-go rewound every partition to its committed offset:
-			// drop all state and let the records be fetched again.
-			r.m.aborts.Add(ctx, 1)
-			r.log.Warn("retry relay: transaction aborted; re-reading from the committed offsets", "records", len(hops))
+			// drop all state and let the records be fetched again, after
+			// the transactor's back-off.
 			r.reset(cl)
+			select {
+			case <-ctx.Done():
+			case <-time.After(txn.backoff()):
+			}
 			return nil
 		}
 		at := r.now()
@@ -510,53 +513,15 @@ func (r *Relay) route(st *relayPart, rec *kgo.Record, now time.Time) hop {
 // transact produces hops and commits them with the offsets past them in one
 // transaction. It reports whether the transaction committed; an error is
 // fatal for this client.
-func (r *Relay) transact(ctx context.Context, sess *kgo.GroupTransactSession, hops []hop) (bool, error) {
-	// The transaction is finished even when ctx is canceled meanwhile:
-	// canceling End leaves the client in an unknown state.
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*r.o.TransactionTimeout)
-	defer cancel()
-	if err := sess.Begin(); err != nil {
-		return false, fmt.Errorf("retrytiers: relay: begin transaction: %w", err)
+func (r *Relay) transact(ctx context.Context, txn *transactor, hops []hop) (bool, error) {
+	recs := make([]*kgo.Record, len(hops))
+	for i, h := range hops {
+		recs[i] = h.out
 	}
-	var (
-		errMu      sync.Mutex
-		produceErr error
-	)
-	for _, h := range hops {
-		sess.Produce(tctx, h.out, func(_ *kgo.Record, err error) {
-			if err != nil {
-				errMu.Lock()
-				if produceErr == nil {
-					produceErr = err
-				}
-				errMu.Unlock()
-			}
-		})
-	}
-	if err := sess.Client().Flush(tctx); err != nil {
-		return false, fmt.Errorf("retrytiers: relay: flush: %w", err)
-	}
-	if r.crashBeforeEnd != nil && r.crashBeforeEnd() {
-		return false, errSimulatedCrash
-	}
-	commit := kgo.TryCommit
-	errMu.Lock()
-	if produceErr != nil {
-		r.log.Warn("retry relay: produce failed; aborting the transaction", "err", produceErr)
-		commit = kgo.TryAbort
-	}
-	errMu.Unlock()
-	committed, err := sess.End(kgo.PreTxnCommitFnContext(tctx, r.commitBufferHeads), commit)
-	if err != nil {
-		return false, fmt.Errorf("retrytiers: relay: end transaction: %w", err)
-	}
-	return committed, nil
+	res, err := txn.transact(ctx, recs, r.commitBufferHeads)
+	return res.Committed, err
 }
 
-// commitBufferHeads rewrites the transaction's offset commit: franz-go
-// commits the position past the last polled record, but records still
-// buffered are not relayed, so a partition with a buffer commits the offset
-// of its oldest buffered record.
 func (r *Relay) commitBufferHeads(req *kmsg.TxnOffsetCommitRequest) error {
 	for i := range req.Topics {
 		t := &req.Topics[i]
