@@ -305,7 +305,7 @@ func flagErrors(err error) error {
 		if errors.As(err, &fe) {
 			field, _, _ := strings.Cut(fe.Field, "[")
 			if f, ok := flagOf[field]; ok {
-				lines = append(lines, fmt.Sprintf("invalid %s: %s", f, fe.Problem))
+				lines = append(lines, fmt.Sprintf("invalid %s: %s", f, fe.Reason))
 				return
 			}
 			lines = append(lines, fe.Error())
