@@ -178,7 +178,7 @@ type Status struct {
 func (s *Status) Validate() error {
 	var errs []error
 	if !s.State.Valid() {
-		errs = append(errs, fieldErr("state", "must be %q or %q, got %q", Active, Disabled, s.State))
+		errs = append(errs, fieldErr("state", "must be %q or %q, got %q", Active, Disabled, bounded(string(s.State))))
 	}
 	if len(s.Reason) > MaxReasonLen {
 		errs = append(errs, fieldErr("reason", "longer than %d bytes", MaxReasonLen))
@@ -340,7 +340,7 @@ func (e *Endpoint) Validate() error {
 	}
 
 	if !e.Status.Valid() {
-		add("status", "must be %q or %q, got %q", Active, Disabled, e.Status)
+		add("status", "must be %q or %q, got %q", Active, Disabled, bounded(string(e.Status)))
 	}
 	if len(e.DisabledReason) > MaxReasonLen {
 		add("disabled_reason", "longer than %d bytes", MaxReasonLen)
@@ -377,10 +377,14 @@ func validateURL(s string) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
+		if webhook.RedactURL(s) != s {
+			// The parser's detail may quote the userinfo or query.
+			return errors.New("not a URL")
+		}
 		return fmt.Errorf("not a URL: %v", errors.Unwrap(err))
 	}
 	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
-		return fmt.Errorf("scheme %q not allowed (only http and https)", u.Scheme)
+		return fmt.Errorf("scheme %q not allowed (only http and https)", bounded(u.Scheme))
 	}
 	if u.User != nil {
 		return errors.New("must not contain credentials (user information)")
@@ -390,7 +394,7 @@ func validateURL(s string) error {
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %q out of range", port)
+			return fmt.Errorf("port %q out of range", bounded(port))
 		}
 	} else if strings.HasSuffix(u.Host, ":") {
 		return errors.New("empty port")
@@ -453,6 +457,22 @@ func ValidatePattern(p string) error {
 		return fmt.Errorf("pattern %q: %q is only allowed as the last character", p, wildcardSuffix)
 	}
 	return nil
+}
+
+// maxValueInError bounds a field value repeated in a FieldError's Reason, so
+// a hostile record cannot make a log line or an API answer large.
+const maxValueInError = 64
+
+// bounded cuts s to maxValueInError bytes (on a rune boundary) plus "…".
+func bounded(s string) string {
+	if len(s) <= maxValueInError {
+		return s
+	}
+	cut := maxValueInError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func printable(s string) bool {
@@ -632,12 +652,12 @@ func (e *Endpoint) UnmarshalJSON(b []byte) error {
 	var err error
 	if j.Timeout != "" {
 		if e.Timeout, err = time.ParseDuration(j.Timeout); err != nil {
-			return &FieldError{Field: "timeout", Reason: fmt.Sprintf("not a duration: %q", j.Timeout)}
+			return &FieldError{Field: "timeout", Reason: fmt.Sprintf("not a duration: %q", bounded(j.Timeout))}
 		}
 	}
 	if j.ConnectTimeout != "" {
 		if e.ConnectTimeout, err = time.ParseDuration(j.ConnectTimeout); err != nil {
-			return &FieldError{Field: "connect_timeout", Reason: fmt.Sprintf("not a duration: %q", j.ConnectTimeout)}
+			return &FieldError{Field: "connect_timeout", Reason: fmt.Sprintf("not a duration: %q", bounded(j.ConnectTimeout))}
 		}
 	}
 	return nil
