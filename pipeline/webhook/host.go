@@ -66,8 +66,11 @@ const maxHostInError = 256
 //     "256.0.0.1", "08.0.0.1") is an error: no resolver can dial it.
 //     Canonical only in dotted-decimal form with four parts, no leading
 //     zeros and no trailing dot.
-//   - Anything else is a host name: canonical, no address. Its DNS
-//     answers are checked at dial time.
+//   - Anything else is a host name, which must be one Go's resolver would
+//     look up (net's isDomainName: letters, digits, '-' and '_', labels of 1
+//     to 63 bytes, not starting with '-', at most 253 bytes): canonical, no
+//     address; its DNS answers are checked at dial time. Any other name
+//     ("a..b", "-x.example", "a!b", a 64-byte label) is an error.
 //
 // The error is a *HostError.
 func ParseHost(host string) (Host, error) {
@@ -99,6 +102,9 @@ func ParseHost(host string) (Host, error) {
 	name := strings.TrimSuffix(h, ".")
 	labels := strings.Split(name, ".")
 	if !isNumericLabel(labels[len(labels)-1]) {
+		if why := badDomainName(h); why != "" {
+			return bad(netip.Addr{}, "not a valid DNS name: %s", why)
+		}
 		return Host{Canonical: true}, nil
 	}
 	a, ok := parseInetAton(labels)
@@ -109,6 +115,34 @@ func ParseHost(host string) (Host, error) {
 		return bad(a, "IPv4 address in a non-canonical spelling, which Go's resolver does not read as an address; write it as %q", a.String())
 	}
 	return Host{Addr: a, Canonical: true}, nil
+}
+
+// badDomainName says why name (ASCII, possibly with one trailing dot) is not
+// a name Go's resolver looks up, or returns "". The rules are those of
+// net.isDomainName (RFC 1035, RFC 3696).
+func badDomainName(name string) string {
+	n := len(name)
+	if n > 254 || n == 254 && name[n-1] != '.' {
+		return "longer than 253 bytes"
+	}
+	name = strings.TrimSuffix(name, ".")
+	for _, l := range strings.Split(name, ".") {
+		switch {
+		case l == "":
+			return "empty label"
+		case len(l) > 63:
+			return "a label longer than 63 bytes"
+		case l[0] == '-' || l[len(l)-1] == '-':
+			return "a label starts or ends with '-'"
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return fmt.Sprintf("character %q not allowed", c)
+			}
+		}
+	}
+	return ""
 }
 
 // isNumericLabel is WHATWG's "ends in a number" test on the last label: all

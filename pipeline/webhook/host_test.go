@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
@@ -69,11 +70,35 @@ func TestParseHost(t *testing.T) {
 		{"x0x7f.1", "", false, true},     // ends in a number, so it must be an address (WHATWG)
 		{"127..1", "", false, true},
 		{"99999999999999999999999", "", false, true},
+		// names Go's resolver never looks up
+		{"a..b", "", false, true},
+		{"-x.example", "", false, true},
+		{"x-.example", "", false, true},
+		{"a!b.example", "", false, true},
+		{"a$b", "", false, true},
+		{"xn--", "", false, true},
+		{"my_host.example", "", true, false},
+		{"hooks.example.", "", true, false},
+		{"a.b.c.d.e.f.example", "", true, false},
 		// invalid IPv6
 		{"::ffff:127.0.0.1.", "", false, true},
 		{"1:2:3", "", false, true},
 		{"", "", false, true},
 	}
+	tests = append(tests,
+		struct {
+			host      string
+			addr      string
+			canonical bool
+			err       bool
+		}{strings.Repeat("a", 64) + ".example", "", false, true},
+		struct {
+			host      string
+			addr      string
+			canonical bool
+			err       bool
+		}{strings.Repeat("a.", 127) + "b", "", false, true},
+	)
 	for _, tt := range tests {
 		h, err := webhook.ParseHost(tt.host)
 		if (err != nil) != tt.err {

@@ -24,6 +24,7 @@ func TestSendNumericHostSpellingsArePermanent(t *testing.T) {
 		"2130706433", "0x7f000001", "017700000001", "0177.0.0.1", "0x7f.1", "0x7F.0.0.1", "127.1", "127.0.1",
 		"127.0.0.1.", "2130706433.", "0000000000000000177.0.0.1", "127.000.000.001",
 		"1.2.3.4.5", "256.0.0.1", "08.0.0.1", "0x100000000", "1.0x", "4294967296",
+		"a..b", "-x.example", "a!b.example", "x_-.example", "１２７.０.０.１",
 	} {
 		u := "http://" + host + ":" + port + "/"
 		for name, s := range map[string]*webhook.Sender{"no allow-list": guarded, "127.0.0.0/8 allowed": allowed} {
