@@ -279,16 +279,8 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("invalid --%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
-	for _, f := range []struct{ name, hint string }{
-		{"id", "give the endpoint ID"},
-		{"url", "give an http or https URL"},
-		{"secret", "give a whsec_ secret, or omit --secret (add generates one)"},
-		{"tenant", "omit --tenant for an endpoint without a tenant (a tenant cannot be removed by update: delete and re-create the endpoint)"},
-		{"reason", `omit --reason for "operator"`},
-	} {
-		if fl := fs.Lookup(f.name); fl != nil && fl.Changed && strings.TrimSpace(fl.Value.String()) == "" {
-			bad(f.name, "empty; %s", f.hint)
-		}
+	if err := refuseEmptyFlags(fs); err != nil {
+		errs = append(errs, err)
 	}
 	if fs.Changed("secret") {
 		if v, _ := fs.GetString("secret"); strings.TrimSpace(v) != "" {
@@ -332,6 +324,48 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 			bad("secret-overlap", "must not be negative, got %s (0 retires the previous secrets at once)", d)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// emptyMeans lists the flags whose empty value has a documented meaning
+// ("none"), so giving it empty is not an error.
+var emptyMeans = map[string]bool{
+	"allow-networks": true, "kafka-tls-ca": true, "kafka-sasl-mechanism": true,
+	"kafka-sasl-user": true, "kafka-sasl-password": true,
+}
+
+// emptyHints tell what to do instead of giving a flag an empty value.
+var emptyHints = map[string]string{
+	"id":     "give the ID",
+	"url":    "give an http or https URL",
+	"secret": "give a whsec_ secret, or omit --secret (add generates one)",
+	"tenant": "omit --tenant for none (an endpoint's tenant cannot be removed by update: delete and re-create the endpoint)",
+	"reason": `omit --reason for "operator"`,
+	"events": `give event types, or "*" for all`,
+}
+
+// refuseEmptyFlags refuses every flag of fs given explicitly with an empty
+// (or blank) value, naming it: an empty value never silently means the
+// default or a generated value. The root command runs it before every
+// subcommand; flags in emptyMeans are exempt.
+func refuseEmptyFlags(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.Visit(func(f *pflag.Flag) {
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), "")
+		}
+		if emptyMeans[f.Name] || strings.TrimSpace(v) != "" {
+			return
+		}
+		msg := fmt.Sprintf("invalid --%s: empty", f.Name)
+		if h, ok := emptyHints[f.Name]; ok {
+			msg += "; " + h
+		} else if f.DefValue != "" && f.DefValue != "[]" {
+			msg += fmt.Sprintf("; omit it for the default %q", f.DefValue)
+		}
+		errs = append(errs, errors.New(msg))
+	})
 	return errors.Join(errs...)
 }
 

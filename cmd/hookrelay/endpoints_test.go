@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
@@ -110,4 +111,60 @@ func checkEndpointFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) error {
 	}
 	e.SetDefaults()
 	return flagErrors(e.Validate())
+}
+
+// TestRefuseEmptyFlags: every command's flags given empty are refused,
+// naming the flag, except those whose empty value means "none".
+func TestRefuseEmptyFlags(t *testing.T) {
+	for _, tt := range []struct {
+		cmd  func() *cobra.Command
+		args []string
+		want string // "" = accepted
+	}{
+		{publishCmd, []string{"--id", ""}, "--id"},
+		{publishCmd, []string{"--source", " "}, "--source"},
+		{publishCmd, []string{"--data", ""}, "--data"},
+		{publishCmd, []string{"--topic-prefix", ""}, "--topic-prefix"},
+		{publishCmd, []string{"--brokers", ""}, "--brokers"},
+		{logCmd, []string{"--endpoint", ""}, "--endpoint"},
+		{logCmd, []string{"--clickhouse", ""}, "--clickhouse"},
+		{runCmd, []string{"--http-addr", ""}, "--http-addr"},
+		{runCmd, []string{"--retry-schedule", ""}, "--retry-schedule"},
+		{runCmd, []string{"--allow-networks", ""}, ""},
+		{runCmd, []string{"--kafka-sasl-mechanism", ""}, ""},
+		{publishCmd, []string{"--type", "a.b"}, ""},
+	} {
+		c := tt.cmd()
+		if err := c.ParseFlags(tt.args); err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		err := refuseEmptyFlags(c.Flags())
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s %q: %v, want accepted", c.Name(), tt.args, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s %q: %v, want an error naming %s", c.Name(), tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestLoadConfigRefusesUnusable: values that would silently misbehave are
+// refused at start-up, naming the flag.
+func TestLoadConfigRefusesUnusable(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http-addr", " "}, "--http-addr"},
+		{[]string{"--topic-prefix", "a b/"}, "--topic-prefix"},
+		{[]string{"--allow-networks", "127.0.0.1/33"}, "--allow-networks"},
+	} {
+		c := runCmd()
+		if err := c.ParseFlags(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(c.Flags()); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want an error naming %s", tt.args, err, tt.want)
+		}
+	}
 }
