@@ -227,10 +227,7 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 	if fs.Changed("secret-overlap") && !fs.Changed("secret") {
 		return nil, false, errors.New("--secret-overlap goes with --secret (the new secret whose predecessors it keeps signing)")
 	}
-	if secret, _ := fs.GetString("secret"); fs.Changed("secret") {
-		if err := endpoints.ParseSecret(secret); err != nil {
-			return nil, false, fmt.Errorf("invalid --secret: %w", err)
-		}
+	if secret, _ := fs.GetString("secret"); fs.Changed("secret") { // checked by checkFlagValues
 		if cur != nil {
 			overlap, _ := fs.GetDuration("secret-overlap")
 			until := time.Now().Add(overlap).UTC()
@@ -292,8 +289,8 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 	}
 	if fs.Changed("events") {
 		types, _ := fs.GetStringSlice("events")
-		if len(types) == 0 {
-			bad("events", `empty; give event types, or "*" for all`)
+		if strings.TrimSpace(strings.Join(types, "")) == "" {
+			types = nil // refuseEmptyFlags said so
 		}
 		for i, p := range types {
 			if err := endpoints.ValidatePattern(p); err != nil {
