@@ -89,8 +89,8 @@ type Attempt struct {
 	HTTPStatus    int       `json:"http_status"`     // 0 when no response was received
 	Outcome       Outcome   `json:"outcome"`         // see Outcome
 	ErrorClass    string    `json:"error_class"`     // e.g. "timeout", "connect", "dns", "tls", "http_503", "ssrf"; "" on success
-	ErrorMessage  string    `json:"error_message"`   // human-readable detail; "" on success
-	ResponseBody  string    `json:"response_body"`   // first MaxResponseBody bytes of the response body
+	ErrorMessage  string    `json:"error_message"`   // human-readable detail, at most 1 KiB, URLs redacted (webhook.Classify); "" on success
+	ResponseBody  string    `json:"response_body"`   // first MaxResponseBody (4 KiB) bytes of the response body
 	NextAttemptAt time.Time `json:"next_attempt_at"` // zero unless Outcome is RetryScheduled
 }
 

@@ -151,6 +151,11 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 		return nil, bad("clickhouse", errors.New("must be a native-protocol DSN, clickhouse://user:password@host:9000/database"))
 	}
 	c.TopicPrefix = get("topic-prefix")
+	if i := strings.IndexFunc(c.TopicPrefix, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}); i >= 0 || len(c.TopicPrefix) > 200 {
+		return nil, bad("topic-prefix", fmt.Errorf("must be at most 200 of A-Z a-z 0-9 . _ - (Kafka topic names), got %q", c.TopicPrefix))
+	}
 	n, err := strconv.ParseInt(get("partitions"), 10, 32)
 	if err != nil || n < 1 {
 		return nil, bad("partitions", fmt.Errorf("must be a positive integer, got %q", get("partitions")))
@@ -171,6 +176,10 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 		}
 	}
 	c.HTTPAddr = get("http-addr")
+	if strings.TrimSpace(c.HTTPAddr) == "" {
+		// net.Listen("tcp", "") would listen on every interface.
+		return nil, bad("http-addr", errors.New("required: host:port, e.g. 127.0.0.1:8080"))
+	}
 	if c.AllowNetworks, err = webhook.ParseAllowList(get("allow-networks")); err != nil {
 		return nil, bad("allow-networks", err)
 	}

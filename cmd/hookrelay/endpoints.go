@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
 // endpointsCmd is `hookrelay endpoints …`: the operator's way to manage
@@ -141,6 +143,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "operator", "why, shown in list and get")
+	disable.PreRunE = func(cmd *cobra.Command, _ []string) error { return checkFlagValues(cmd.Flags()) }
 
 	enable := &cobra.Command{
 		Use:   "enable ID",
@@ -206,6 +209,9 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 		}
 		e.PipelineStatus = nil
 	}
+	if err := checkFlagValues(fs); err != nil {
+		return nil, false, err
+	}
 	id, _ := fs.GetString("id")
 	if id == "" {
 		return nil, false, errors.New("--id is required")
@@ -221,10 +227,7 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 	if fs.Changed("secret-overlap") && !fs.Changed("secret") {
 		return nil, false, errors.New("--secret-overlap goes with --secret (the new secret whose predecessors it keeps signing)")
 	}
-	if secret, _ := fs.GetString("secret"); secret != "" {
-		if err := endpoints.ParseSecret(secret); err != nil {
-			return nil, false, fmt.Errorf("invalid --secret: %w", err)
-		}
+	if secret, _ := fs.GetString("secret"); fs.Changed("secret") { // checked by checkFlagValues
 		if cur != nil {
 			overlap, _ := fs.GetDuration("secret-overlap")
 			until := time.Now().Add(overlap).UTC()
@@ -241,9 +244,6 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 	}
 	if fs.Changed("events") {
 		e.EventTypes, _ = fs.GetStringSlice("events")
-		if len(e.EventTypes) == 0 {
-			return nil, false, errors.New(`invalid --events: empty; give event types, or "*" for all`)
-		}
 	} else if cur == nil {
 		e.EventTypes = []string{endpoints.WildcardAll}
 	}
@@ -252,15 +252,9 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 	}
 	if fs.Changed("rate") {
 		e.RatePerSec, _ = fs.GetFloat64("rate")
-		if e.RatePerSec <= 0 {
-			return nil, false, errors.New("invalid --rate: must be > 0")
-		}
 	}
 	if fs.Changed("max-in-flight") {
 		e.MaxInFlight, _ = fs.GetInt("max-in-flight")
-		if e.MaxInFlight <= 0 {
-			return nil, false, errors.New("invalid --max-in-flight: must be >= 1")
-		}
 	}
 	if fs.Changed("timeout") {
 		e.Timeout, _ = fs.GetDuration("timeout")
@@ -269,6 +263,107 @@ func endpointFromFlags(fs *pflag.FlagSet, cur *endpoints.Endpoint) (*endpoints.E
 		e.ConnectTimeout, _ = fs.GetDuration("connect-timeout")
 	}
 	return e, generated, nil
+}
+
+// checkFlagValues refuses an empty or invalid value of any endpoint flag
+// that was given, naming the flag: a flag given explicitly never falls back
+// to a default or a generated value (issue 8, item 8). What only the whole
+// endpoint can tell (a URL's host, a secret's key length, a connect timeout
+// longer than the timeout) is checked by endpoints.Endpoint.Validate, whose
+// field errors flagErrors names by flag.
+func checkFlagValues(fs *pflag.FlagSet) error {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("invalid --%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	if err := refuseEmptyFlags(fs); err != nil {
+		errs = append(errs, err)
+	}
+	if fs.Changed("secret") {
+		if v, _ := fs.GetString("secret"); strings.TrimSpace(v) != "" {
+			if err := endpoints.ParseSecret(v); err != nil {
+				bad("secret", "%v (the Standard Webhooks form: whsec_ and the standard base64, with padding, of a %d to %d byte key)",
+					err, webhook.MinSecretBytes, webhook.MaxSecretBytes)
+			}
+		}
+	}
+	if fs.Changed("events") {
+		types, _ := fs.GetStringSlice("events")
+		if strings.TrimSpace(strings.Join(types, "")) == "" {
+			types = nil // refuseEmptyFlags said so
+		}
+		for i, p := range types {
+			if err := endpoints.ValidatePattern(p); err != nil {
+				bad("events", "event type %d: %v", i+1, err)
+			}
+		}
+	}
+	if fs.Changed("rate") {
+		r, _ := fs.GetFloat64("rate")
+		if math.IsNaN(r) || r <= 0 || r > endpoints.MaxRatePerSec {
+			bad("rate", "must be > 0 and <= %g requests per second, got %g", endpoints.MaxRatePerSec, r)
+		}
+	}
+	if fs.Changed("max-in-flight") {
+		if n, _ := fs.GetInt("max-in-flight"); n < 1 || n > endpoints.MaxMaxInFlight {
+			bad("max-in-flight", "must be 1 to %d, got %d", endpoints.MaxMaxInFlight, n)
+		}
+	}
+	for _, name := range []string{"timeout", "connect-timeout"} {
+		if fs.Changed(name) {
+			if d, _ := fs.GetDuration(name); d <= 0 || d > endpoints.MaxTimeout {
+				bad(name, "must be > 0 and <= %s, got %s (omit it for the default)", endpoints.MaxTimeout, d)
+			}
+		}
+	}
+	if fs.Changed("secret-overlap") {
+		if d, _ := fs.GetDuration("secret-overlap"); d < 0 {
+			bad("secret-overlap", "must not be negative, got %s (0 retires the previous secrets at once)", d)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// emptyMeans lists the flags whose empty value has a documented meaning
+// ("none"), so giving it empty is not an error.
+var emptyMeans = map[string]bool{
+	"allow-networks": true, "kafka-tls-ca": true, "kafka-sasl-mechanism": true,
+	"kafka-sasl-user": true, "kafka-sasl-password": true,
+}
+
+// emptyHints tell what to do instead of giving a flag an empty value.
+var emptyHints = map[string]string{
+	"id":     "give the ID",
+	"url":    "give an http or https URL",
+	"secret": "give a whsec_ secret, or omit --secret (add generates one)",
+	"tenant": "omit --tenant for none (an endpoint's tenant cannot be removed by update: delete and re-create the endpoint)",
+	"reason": `omit --reason for "operator"`,
+	"events": `give event types, or "*" for all`,
+}
+
+// refuseEmptyFlags refuses every flag of fs given explicitly with an empty
+// (or blank) value, naming it: an empty value never silently means the
+// default or a generated value. The root command runs it before every
+// subcommand; flags in emptyMeans are exempt.
+func refuseEmptyFlags(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.Visit(func(f *pflag.Flag) {
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), "")
+		}
+		if emptyMeans[f.Name] || strings.TrimSpace(v) != "" {
+			return
+		}
+		msg := fmt.Sprintf("invalid --%s: empty", f.Name)
+		if h, ok := emptyHints[f.Name]; ok {
+			msg += "; " + h
+		} else if f.DefValue != "" && f.DefValue != "[]" {
+			msg += fmt.Sprintf("; omit it for the default %q", f.DefValue)
+		}
+		errs = append(errs, errors.New(msg))
+	})
+	return errors.Join(errs...)
 }
 
 func anyChanged(fs *pflag.FlagSet, names ...string) bool {
@@ -305,7 +400,7 @@ func flagErrors(err error) error {
 		if errors.As(err, &fe) {
 			field, _, _ := strings.Cut(fe.Field, "[")
 			if f, ok := flagOf[field]; ok {
-				lines = append(lines, fmt.Sprintf("invalid %s: %s", f, fe.Problem))
+				lines = append(lines, fmt.Sprintf("invalid %s: %s", f, fe.Reason))
 				return
 			}
 			lines = append(lines, fe.Error())
@@ -370,7 +465,10 @@ func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *end
 	vctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- view.Run(vctx) }()
-	err = flagErrors(fn(ctx, endpoints.NewStore(view)))
+	// New endpoints and changed URLs are checked against the SSRF guard
+	// with this process's HOOKRELAY_ALLOW_NETWORKS: an IP literal the
+	// dispatcher would refuse is refused now, not at the first attempt.
+	err = flagErrors(fn(ctx, endpoints.NewStore(view, endpoints.CheckAddresses(cfg.AllowNetworks))))
 	stop()
 	if verr := <-done; err == nil && verr != nil && !errors.Is(verr, context.Canceled) {
 		err = verr

@@ -34,6 +34,8 @@ func main() {
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// An explicitly empty flag is an error, naming the flag (issue 8, item 8).
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyFlags(cmd.Flags()) },
 	}
 	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd())
 	if err := root.ExecuteContext(context.Background()); err != nil {
@@ -86,6 +88,9 @@ func logCmd() *cobra.Command {
 			}
 			if endpoint == "" {
 				return fmt.Errorf("--endpoint is required")
+			}
+			if limit < 1 || limit > audit.MaxLimit {
+				return fmt.Errorf("invalid --limit: must be 1 to %d, got %d", audit.MaxLimit, limit)
 			}
 			// Read only: no migration, so a mistyped database is an error,
 			// not a new empty one.

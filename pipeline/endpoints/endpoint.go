@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -94,8 +94,10 @@ type Endpoint struct {
 	// ID identifies the endpoint and is the record key: 1 to 128 of
 	// A-Z a-z 0-9 . _ -. Required.
 	ID string
-	// URL receives the webhook requests: http or https, a host, no user
-	// information, at most 2048 bytes. Required.
+	// URL receives the webhook requests: http or https, a host the sender
+	// can dial (an IP literal only in canonical form: "127.0.0.1", "[::1]"),
+	// no user information, no fragment, at most 2048 bytes. Required. Its
+	// query is kept and sent, but never logged (webhook.RedactURL).
 	URL string
 	// Secrets sign every request: 1 to 10, each unexpired one signs.
 	// Required.
@@ -176,7 +178,7 @@ type Status struct {
 func (s *Status) Validate() error {
 	var errs []error
 	if !s.State.Valid() {
-		errs = append(errs, fieldErr("state", "must be %q or %q, got %q", Active, Disabled, s.State))
+		errs = append(errs, fieldErr("state", "must be %q or %q, got %q", Active, Disabled, bounded(string(s.State))))
 	}
 	if len(s.Reason) > MaxReasonLen {
 		errs = append(errs, fieldErr("reason", "longer than %d bytes", MaxReasonLen))
@@ -193,17 +195,47 @@ func (s *Status) Validate() error {
 	return errors.Join(errs...)
 }
 
-// FieldError is one problem with one field of an Endpoint or a Status.
-// Validate returns them joined (errors.Join); errors.As finds the first.
+// FieldError is one problem with one field of an Endpoint or a Status: the
+// error [Endpoint.Validate], [Endpoint.ValidateAddress], [Status.Validate]
+// and [Store.Put] return, one per problem, joined (errors.Join). errors.As
+// finds the first; [FieldErrors] lists them all, e.g. to mark an endpoint
+// record invalid in a view or to answer an API request with every field
+// named. Its text never repeats a secret, nor a URL's userinfo or query.
 type FieldError struct {
-	Field   string // the JSON name, e.g. "secrets[1].value"
-	Problem string
+	// Field is the JSON name of the field in the endpoint record, with an
+	// index for list members: "url", "secrets[1].value", "event_types[0]".
+	Field string
+	// Reason says what is wrong and what is accepted, for people, e.g.
+	// "must not contain credentials (user information)".
+	Reason string
 }
 
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 func fieldErr(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// FieldErrors returns every *FieldError in err, in order, looking through
+// errors.Join and %w wrapping; nil when there is none.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		switch x := err.(type) {
+		case nil:
+		case *FieldError:
+			out = append(out, x)
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		}
+	}
+	walk(err)
+	return out
 }
 
 // SetDefaults fills the zero optional fields with their defaults: RatePerSec,
@@ -228,8 +260,25 @@ func (e *Endpoint) SetDefaults() {
 
 // Validate checks every field (after SetDefaults, zero optional fields are
 // errors) and returns every problem found, each a [*FieldError] naming the
-// field, joined. It does not look at the clock: whether any secret is still
-// unexpired is checked by [Store.Put].
+// field, joined; nil means the endpoint can be used. It is the one test of
+// whether an endpoint record is usable, wherever it came from (the CLI, the
+// view reading records of other producers, the REST API). The rules are on
+// the Endpoint fields; in short:
+//
+//   - url: http or https, a host, no userinfo, no fragment, at most 2048
+//     bytes, no spaces; a host the sender can never dial is refused: an IP
+//     literal in a non-canonical spelling ("2130706433", "0x7f.1", "127.1",
+//     "0177.0.0.1", "127.0.0.1.") or a host that ends in a number but is no
+//     address ("1.2.3.4.5"), see webhook.ParseHost.
+//   - secrets: 1 to 10, each Standard Webhooks form: "whsec_" + standard
+//     base64 with padding of a 24 to 64 byte key (spec "Signature scheme":
+//     at least 192 bits, at most 512), no duplicates.
+//   - event_types, tenantid, rate_per_sec, max_in_flight, timeout,
+//     connect_timeout, status, disabled_reason: as documented on the fields.
+//
+// It does not look at the clock (whether a secret is still unexpired is
+// checked by [Store.Put]) nor at the SSRF allow-list, which is the
+// process's configuration: see [Endpoint.ValidateAddress].
 func (e *Endpoint) Validate() error {
 	var errs []error
 	add := func(field, format string, args ...any) { errs = append(errs, fieldErr(field, format, args...)) }
@@ -291,7 +340,7 @@ func (e *Endpoint) Validate() error {
 	}
 
 	if !e.Status.Valid() {
-		add("status", "must be %q or %q, got %q", Active, Disabled, e.Status)
+		add("status", "must be %q or %q, got %q", Active, Disabled, bounded(string(e.Status)))
 	}
 	if len(e.DisabledReason) > MaxReasonLen {
 		add("disabled_reason", "longer than %d bytes", MaxReasonLen)
@@ -328,10 +377,14 @@ func validateURL(s string) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
+		if webhook.RedactURL(s) != s {
+			// The parser's detail may quote the userinfo or query.
+			return errors.New("not a URL")
+		}
 		return fmt.Errorf("not a URL: %v", errors.Unwrap(err))
 	}
 	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
-		return fmt.Errorf("scheme %q not allowed (only http and https)", u.Scheme)
+		return fmt.Errorf("scheme %q not allowed (only http and https)", bounded(u.Scheme))
 	}
 	if u.User != nil {
 		return errors.New("must not contain credentials (user information)")
@@ -341,7 +394,7 @@ func validateURL(s string) error {
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("port %q out of range", port)
+			return fmt.Errorf("port %q out of range", bounded(port))
 		}
 	} else if strings.HasSuffix(u.Host, ":") {
 		return errors.New("empty port")
@@ -349,10 +402,39 @@ func validateURL(s string) error {
 	if u.Fragment != "" {
 		return errors.New("must not have a fragment")
 	}
-	if strings.HasPrefix(u.Host, "[") {
-		if net.ParseIP(u.Hostname()) == nil {
-			return fmt.Errorf("bad IPv6 literal %q", u.Host)
+	if _, err := webhook.ParseHost(u.Hostname()); err != nil {
+		var he *webhook.HostError
+		if errors.As(err, &he) {
+			msg := fmt.Sprintf("host %q can never be dialled: %s", he.Host, he.Reason)
+			if he.Addr.IsValid() {
+				if blocked, reason := webhook.IsBlocked(he.Addr, nil); blocked {
+					msg += fmt.Sprintf(" (%s is a %s address, which the SSRF guard refuses unless allowed)", he.Addr, reason)
+				}
+			}
+			return errors.New(msg)
 		}
+		return err
+	}
+	return nil
+}
+
+// ValidateAddress refuses a URL whose host is an IP literal, in any spelling
+// ([webhook.CheckHost]: "127.0.0.1", "[::ffff:127.0.0.1]", "2130706433",
+// "[64:ff9b::7f00:1]", "[fe80::1%25eth0]" …), inside a range the SSRF guard
+// refuses (loopback, private, link-local, …) and allow does not allow, with a
+// *FieldError for "url" that names the address and the range; allow is the
+// process's HOOKRELAY_ALLOW_NETWORKS. Host names are not resolved here:
+// their addresses are checked when dialled. [Store.Put] applies it to new
+// endpoints and changed URLs; an endpoint that passes Validate but not this
+// check is delivered as outcome blocked.
+func (e *Endpoint) ValidateAddress(allow []netip.Prefix) error {
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		return nil // Validate reports it
+	}
+	var be *webhook.BlockedError
+	if err := webhook.CheckHost(u.Hostname(), allow); errors.As(err, &be) {
+		return fieldErr("url", "host %s is a %s address, which the SSRF guard refuses (not in the allow-list, HOOKRELAY_ALLOW_NETWORKS)", be.Addr, be.Reason)
 	}
 	return nil
 }
@@ -375,6 +457,22 @@ func ValidatePattern(p string) error {
 		return fmt.Errorf("pattern %q: %q is only allowed as the last character", p, wildcardSuffix)
 	}
 	return nil
+}
+
+// maxValueInError bounds a field value repeated in a FieldError's Reason, so
+// a hostile record cannot make a log line or an API answer large.
+const maxValueInError = 64
+
+// bounded cuts s to maxValueInError bytes (on a rune boundary) plus "…".
+func bounded(s string) string {
+	if len(s) <= maxValueInError {
+		return s
+	}
+	cut := maxValueInError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func printable(s string) bool {
@@ -554,12 +652,12 @@ func (e *Endpoint) UnmarshalJSON(b []byte) error {
 	var err error
 	if j.Timeout != "" {
 		if e.Timeout, err = time.ParseDuration(j.Timeout); err != nil {
-			return &FieldError{Field: "timeout", Problem: fmt.Sprintf("not a duration: %q", j.Timeout)}
+			return &FieldError{Field: "timeout", Reason: fmt.Sprintf("not a duration: %q", bounded(j.Timeout))}
 		}
 	}
 	if j.ConnectTimeout != "" {
 		if e.ConnectTimeout, err = time.ParseDuration(j.ConnectTimeout); err != nil {
-			return &FieldError{Field: "connect_timeout", Problem: fmt.Sprintf("not a duration: %q", j.ConnectTimeout)}
+			return &FieldError{Field: "connect_timeout", Reason: fmt.Sprintf("not a duration: %q", bounded(j.ConnectTimeout))}
 		}
 	}
 	return nil

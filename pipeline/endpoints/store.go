@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,13 +38,39 @@ var (
 // A Store is safe for concurrent use. Its methods fail with
 // [ErrViewStopped] once the view's Run has returned.
 type Store struct {
-	v   *View
-	now func() time.Time
+	v     *View
+	now   func() time.Time
+	allow []netip.Prefix
+	check bool // apply ValidateAddress to new endpoints and changed URLs
+}
+
+// StoreOption configures a Store.
+type StoreOption interface{ apply(*Store) }
+
+type storeOpt func(*Store)
+
+func (f storeOpt) apply(s *Store) { f(s) }
+
+// CheckAddresses makes Put and Create refuse, with a *FieldError for "url",
+// a new endpoint or a changed URL whose host is an IP literal (in any
+// spelling) inside a range the SSRF guard refuses and allow does not allow
+// ([Endpoint.ValidateAddress]); allow is the process's
+// HOOKRELAY_ALLOW_NETWORKS. A write that keeps the URL (enable, disable, a
+// new secret) is not refused for it. Default: no address check.
+func CheckAddresses(allow []netip.Prefix) StoreOption {
+	allow = slices.Clone(allow)
+	return storeOpt(func(s *Store) { s.allow, s.check = allow, true })
 }
 
 // NewStore returns a Store over v. v must be running (Run) for the Store's
 // methods to return.
-func NewStore(v *View) *Store { return &Store{v: v, now: time.Now} }
+func NewStore(v *View, opts ...StoreOption) *Store {
+	s := &Store{v: v, now: time.Now}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	return s
+}
 
 // View returns the view the store reads from.
 func (s *Store) View() *View { return s.v }
@@ -77,8 +105,9 @@ func (s *Store) Create(ctx context.Context, e Endpoint) (*Endpoint, error) {
 
 // Put writes the endpoint's config (creating or replacing it) and returns it
 // as the view now shows it, with its new Version. It applies defaults
-// (SetDefaults), validates (a [*FieldError] per problem, joined), and
-// requires at least one secret unexpired now. CreatedAt is kept from the
+// (SetDefaults), validates (a [*FieldError] per problem, joined; with
+// [CheckAddresses], also the URL's address), and requires at least one
+// secret unexpired now. CreatedAt is kept from the
 // current config (or set to now for a new one) and UpdatedAt is set to now;
 // the values given are ignored.
 //
@@ -106,6 +135,11 @@ func (s *Store) put(ctx context.Context, e Endpoint, create bool) (*Endpoint, er
 		return nil, err
 	}
 	cur, exists := s.v.Get(e.ID)
+	if s.check && (!exists || cur.URL != e.URL) {
+		if err := e.ValidateAddress(s.allow); err != nil {
+			return nil, fmt.Errorf("endpoints: endpoint %q: %w", e.ID, err)
+		}
+	}
 	switch {
 	case create && exists:
 		return nil, fmt.Errorf("%w: %q", ErrExists, e.ID)

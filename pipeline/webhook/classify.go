@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hookrelay/hookrelay/audit"
 )
@@ -32,6 +31,7 @@ const (
 	ClassSSRF           = "ssrf"            // the SSRF guard refused the address; permanent (blocked)
 	ClassRedirect       = "redirect"        // a 3xx answer; redirects are never followed; permanent (failed)
 	ClassInvalidRequest = "invalid_request" // Send refused the request (bad URL, no secret); permanent (failed)
+	ClassInvalidHost    = "invalid_host"    // the URL host can never be dialled (a *HostError, e.g. "127.1"); permanent (failed)
 )
 
 // HTTPClass returns the error class of an HTTP status: "http_<code>", e.g.
@@ -43,7 +43,8 @@ func HTTPClass(code int) string { return "http_" + strconv.Itoa(code) }
 // "Retry-After or 60").
 const DefaultRetryAfter429 = DefaultPause
 
-// MaxErrorMessage bounds Classification.ErrorMessage, in bytes.
+// MaxErrorMessage bounds Classification.ErrorMessage, in bytes: 1 KiB, cut
+// on a rune boundary after redaction.
 const MaxErrorMessage = 1024
 
 // Classification is the verdict on one attempt.
@@ -55,7 +56,10 @@ type Classification struct {
 	// delivered.
 	ErrorClass string
 	// ErrorMessage is a human-readable detail for the log, at most
-	// MaxErrorMessage bytes; "" when delivered.
+	// MaxErrorMessage (1 KiB) bytes; "" when delivered. Every URL in it
+	// (the request URL inside a *url.Error, a redirect's Location) has its
+	// userinfo, query and fragment redacted ([RedactText]), so it can be
+	// stored and logged as is.
 	ErrorMessage string
 	// Retryable is Outcome == audit.RetryScheduled.
 	Retryable bool
@@ -82,6 +86,7 @@ type Classification struct {
 //	410                          gone, "http_410" (disable the endpoint)
 //	any other status             failed, "http_<code>"
 //	*BlockedError                blocked, "ssrf"
+//	*HostError                   failed, "invalid_host" (the host can never be dialled)
 //	ErrInvalidRequest            failed, "invalid_request"
 //	context.Canceled             retry_scheduled, "canceled"
 //	DNS, TLS, timeout, reset,    retry_scheduled, "dns", "tls", "timeout", "reset",
@@ -107,7 +112,7 @@ func Classify(r Result) Classification {
 	case code >= 300 && code < 400:
 		msg += ": redirects are not followed; update the endpoint URL"
 		if r.Location != "" {
-			msg += " (Location: " + r.Location + ")"
+			msg += " (Location: " + RedactURL(boundText(r.Location, MaxHeaderValue)) + ")"
 		}
 		return permanent(audit.Failed, ClassRedirect, msg)
 	case code == http.StatusGone:
@@ -150,6 +155,10 @@ func classifyErr(err error) Classification {
 	var blocked *BlockedError
 	if errors.As(err, &blocked) {
 		return permanent(audit.Blocked, ClassSSRF, blocked.Error())
+	}
+	var hostErr *HostError
+	if errors.As(err, &hostErr) {
+		return permanent(audit.Failed, ClassInvalidHost, err.Error())
 	}
 	if errors.Is(err, ErrInvalidRequest) {
 		return permanent(audit.Failed, ClassInvalidRequest, err.Error())
@@ -206,14 +215,7 @@ func isTLSError(err error) bool {
 		errors.As(err, &invalidErr) || errors.As(err, &constrErr) || errors.As(err, &systemErr)
 }
 
-// truncate cuts s to at most MaxErrorMessage bytes on a rune boundary.
-func truncate(s string) string {
-	if len(s) <= MaxErrorMessage {
-		return s
-	}
-	cut := MaxErrorMessage
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
-}
+// truncate redacts every URL in s (RedactText) and cuts it to at most
+// MaxErrorMessage bytes on a rune boundary: the one exit of every
+// ErrorMessage.
+func truncate(s string) string { return boundText(RedactText(s), MaxErrorMessage) }

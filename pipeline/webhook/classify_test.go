@@ -90,6 +90,8 @@ func TestClassify(t *testing.T) {
 		{"blocked bare", webhook.Result{Err: blocked}, want{audit.Blocked, "ssrf", 0, false, "loopback"}},
 		// refused before sending
 		{"invalid request", webhook.Result{Err: fmt.Errorf("%w: URL scheme \"ftp\"", webhook.ErrInvalidRequest)}, want{audit.Failed, "invalid_request", 0, false, "ftp"}},
+		{"undialable host", webhook.Result{Err: fmt.Errorf("%w: %w", webhook.ErrInvalidRequest, &webhook.HostError{Host: "127.1", Reason: "non-canonical"})}, want{audit.Failed, "invalid_host", 0, false, "127.1"}},
+		{"connect error with a token in the URL", webhook.Result{Err: &url.Error{Op: "Post", URL: "https://hooks.example/x?token=abc", Err: syscall.ECONNREFUSED}}, want{audit.RetryScheduled, "connect", 0, false, "x?REDACTED"}},
 		// caller canceled
 		{"canceled", webhook.Result{Err: clientErr(context.Canceled)}, want{audit.RetryScheduled, "canceled", 0, false, ""}},
 		// DNS

@@ -40,6 +40,26 @@
 // resolution, so DNS rebinding cannot slip through. A non-2xx answer is a
 // result, not an error.
 //
+// A URL host that is an IP literal is judged before any lookup, in every
+// spelling a resolver accepts ([ParseHost]: decimal "2130706433", octal
+// "0177.0.0.1", hex "0x7f.1", short "127.1", trailing dot, IPv4-mapped,
+// -compatible and NAT64 IPv6, zones, IDNA-mapped digits): [CheckHost] blocks
+// one inside a refused range, and a non-canonical spelling of any other
+// address, or a host that ends in a number but is no address, is a
+// [*HostError] (class "invalid_host", permanent), never a DNS error retried
+// through the schedule. Endpoint validation uses the same two functions.
+//
+// # Redaction and bounds
+//
+// Nothing this package returns for the log carries a URL's userinfo, query
+// or fragment: [RedactURL] redacts one URL, [RedactText] every URL inside a
+// free text (a *url.Error message repeats the request URL), Result.Err's
+// *url.Error has its URL redacted, Result.Location is redacted, and every
+// Classification.ErrorMessage goes through RedactText. Bounds: response
+// body [audit.MaxResponseBody] (4 KiB), Location [MaxHeaderValue] (1 KiB; no
+// other response header is kept), ErrorMessage [MaxErrorMessage] (1 KiB),
+// response headers read at most 64 KiB in all.
+//
 // # Classification
 //
 // [Classify] is the one pure function that maps a [Result] to an

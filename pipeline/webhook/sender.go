@@ -33,12 +33,18 @@ const (
 
 	// maxResponseHeaderBytes bounds a hostile receiver's response headers.
 	maxResponseHeaderBytes = 64 << 10
+
+	// MaxHeaderValue bounds a response header value that Send keeps
+	// (Result.Location), in bytes: 1 KiB, cut on a rune boundary.
+	MaxHeaderValue = 1024
 )
 
 // ErrInvalidRequest is wrapped in Result.Err when Send refuses a Request
 // before any network activity: a URL that does not parse, a scheme other than
-// http or https, no host, an empty WebhookID, or no non-zero secret.
-// [Classify] maps it to [audit.Failed] with class [ClassInvalidRequest].
+// http or https, no host, a host that can never be dialled (a *HostError, see
+// [ParseHost]), an empty WebhookID, or no non-zero secret. [Classify] maps it
+// to [audit.Failed] with class [ClassInvalidRequest], or [ClassInvalidHost]
+// for a *HostError. Its message never repeats the URL.
 var ErrInvalidRequest = errors.New("webhook: invalid request")
 
 // Options configures a Sender. The zero value is valid: every field is
@@ -117,6 +123,7 @@ type Sender struct {
 	connectTimeout time.Duration
 	maxDrain       int64
 	clock          func() time.Time
+	guard          *guard
 }
 
 // connectTimeoutKey carries a request's connect timeout to the dialer. The
@@ -189,6 +196,7 @@ func NewSender(o Options) (*Sender, error) {
 	}
 
 	g := &guard{allow: maskAll(o.AllowNetworks)}
+	s.guard = g
 	dialer := &net.Dialer{
 		KeepAlive: 30 * time.Second,
 		ControlContext: func(_ context.Context, network, address string, _ syscall.RawConn) error {
@@ -271,7 +279,9 @@ type Result struct {
 	// Body holds the first audit.MaxResponseBody (4 KiB) bytes of the
 	// response body; the rest is discarded.
 	Body []byte
-	// Location is the Location header of a 3xx answer (not followed).
+	// Location is the Location header of a 3xx answer (not followed),
+	// redacted ([RedactURL]: no userinfo, query or fragment) and cut to
+	// MaxHeaderValue (1 KiB) bytes. No other response header is kept.
 	Location string
 	// RetryAfter is the response's Retry-After (either form, parsed by
 	// ParseRetryAfter), resolved against the Sender's clock when
@@ -280,9 +290,12 @@ type Result struct {
 	RetryAfter    time.Duration
 	HasRetryAfter bool
 	// Err is why no response status was received: a *BlockedError (SSRF
-	// guard), a wrapped ErrInvalidRequest, or the client's *url.Error
-	// (timeouts, DNS, connect, TLS, reset), wrapped so errors.As and
-	// errors.Is see the cause.
+	// guard: at dial time, or before any lookup for an IP literal in any
+	// spelling), a wrapped ErrInvalidRequest (possibly wrapping a
+	// *HostError), or the client's *url.Error (timeouts, DNS, connect, TLS,
+	// reset), wrapped so errors.As and errors.Is see the cause. The
+	// *url.Error's URL is redacted ([RedactURL]), so Err.Error() can be
+	// logged.
 	Err error
 	// BodyErr is an error reading the response body after the status
 	// arrived (e.g. the request timeout hit mid-body). It is informational:
@@ -300,7 +313,7 @@ type Result struct {
 func (s *Sender) Send(ctx context.Context, r *Request) Result {
 	now := s.clock()
 	res := Result{SentAt: now}
-	if err := validateRequest(r); err != nil {
+	if err := s.validateRequest(r); err != nil {
 		res.Err = err
 		return res
 	}
@@ -317,7 +330,7 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(r.Body))
 	if err != nil {
-		res.Err = fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		res.Err = fmt.Errorf("%w: %v", ErrInvalidRequest, RedactText(err.Error()))
 		return res
 	}
 	for k, vs := range r.Header {
@@ -335,12 +348,16 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 	resp, err := s.client.Do(req)
 	res.Latency = time.Since(start)
 	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			urlErr.URL = RedactURL(urlErr.URL) // the error is ours; its text reaches the log
+		}
 		res.Err = err
 		return res
 	}
 	res.StatusCode = resp.StatusCode
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		res.Location = resp.Header.Get("Location")
+		res.Location = boundText(RedactURL(boundText(resp.Header.Get("Location"), 4*MaxHeaderValue)), MaxHeaderValue)
 	}
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		res.RetryAfter, res.HasRetryAfter = ParseRetryAfter(v, s.clock())
@@ -372,19 +389,34 @@ func (s *Sender) readBody(resp *http.Response) ([]byte, error) {
 	return buf, nil
 }
 
-func validateRequest(r *Request) error {
+// validateRequest refuses r before any network activity. An IP literal host
+// in any spelling is judged by the SSRF guard here ([CheckHost]), so a
+// spelling Go's resolver would look up as a name is blocked (or failed), not
+// retried as a DNS error.
+func (s *Sender) validateRequest(r *Request) error {
 	if r == nil {
 		return fmt.Errorf("%w: nil request", ErrInvalidRequest)
 	}
 	u, err := url.Parse(r.URL)
 	if err != nil {
-		return fmt.Errorf("%w: URL does not parse: %v", ErrInvalidRequest, err)
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // the *url.Error repeats the whole URL
+		}
+		return fmt.Errorf("%w: URL does not parse: %v", ErrInvalidRequest, RedactText(err.Error()))
 	}
 	if scheme := strings.ToLower(u.Scheme); scheme != "http" && scheme != "https" {
-		return fmt.Errorf("%w: URL scheme %q is not http or https", ErrInvalidRequest, u.Scheme)
+		return fmt.Errorf("%w: URL scheme %q is not http or https", ErrInvalidRequest, boundText(u.Scheme, 32))
 	}
 	if u.Host == "" {
 		return fmt.Errorf("%w: URL has no host", ErrInvalidRequest)
+	}
+	if err := s.guard.checkHost(u.Hostname()); err != nil {
+		var blocked *BlockedError
+		if errors.As(err, &blocked) {
+			return blocked
+		}
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	if r.WebhookID == "" {
 		return fmt.Errorf("%w: empty webhook-id", ErrInvalidRequest)

@@ -8,9 +8,13 @@ import (
 )
 
 // BlockedError is the SSRF guard's refusal to connect to Addr, the address a
-// host name resolved to (or the literal address of the URL). The sender
-// returns it, wrapped in *url.Error and *net.OpError, in [Result.Err]; find it
-// with errors.As. [Classify] maps it to [audit.Blocked]: permanent.
+// host name resolved to (or the literal address of the URL, in any spelling:
+// see [ParseHost]). The sender returns it in [Result.Err]: as is when the URL
+// host is an IP literal (refused before any lookup or dial, [CheckHost]),
+// wrapped in *url.Error and *net.OpError when a resolved address is refused
+// at dial time; find it with errors.As. [Classify] maps it to
+// [audit.Blocked]: permanent. Its message names the address and the rule,
+// never the URL.
 type BlockedError struct {
 	Addr   netip.Addr // the refused address, as dialled (an IPv4-mapped form stays mapped)
 	Reason string     // which rule refused it, e.g. "loopback", "private", "documentation"
