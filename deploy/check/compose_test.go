@@ -81,7 +81,7 @@ func TestCompose(t *testing.T) {
 			"KAFKA_MIN_INSYNC_REPLICAS": "2", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "2",
 			"KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "3", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "3",
 			"KAFKA_CONTROLLER_QUORUM_VOTERS": "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093",
-			"KAFKA_NODE_ID": n[len(n)-1:],
+			"KAFKA_NODE_ID":                  n[len(n)-1:],
 		} {
 			if got := env[k]; got == nil || *got != v {
 				t.Errorf("%s: %s = %v, want %s", n, k, deref(got), v)

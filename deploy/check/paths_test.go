@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,3 +50,4 @@ func TestImagePinned(t *testing.T) {
 	}
 }
 
+func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
