@@ -97,7 +97,7 @@ deploy-tools:
 deploy-check: deploy-tools
 	$(HADOLINT) deploy/docker/Dockerfile deploy/compose/receiver.Dockerfile
 	@cd deploy/check && out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	cd deploy/check && go vet ./... && HELM=$(HELM) go test -count=1 ./...
+	cd deploy/check && go vet ./... && HELM=$(HELM) go test -count=1 -timeout 20m ./...
 
 # The image's version: the git description of HEAD (tag, commits since, hash, -dirty).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
