@@ -16,7 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -491,6 +493,27 @@ func TestChartFull(t *testing.T) {
 	}
 	if !kafkaPort {
 		t.Error("NetworkPolicy does not allow egress to the Kafka port 9096")
+	}
+	// It applies to hookrelay's pods, not the collector's (whose OTLP port
+	// it would close), and lets config.allowNetworks through.
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(m.sts["rel-hookrelay-ingest"].Spec.Template.Labels)) {
+		t.Error("NetworkPolicy does not select the ingest pods")
+	}
+	if sel.Matches(labels.Set(m.deploy["rel-hookrelay-otel-collector"].Spec.Template.Labels)) {
+		t.Error("NetworkPolicy selects the collector pods")
+	}
+	var allowed bool
+	for _, e := range np.Spec.Egress {
+		for _, to := range e.To {
+			allowed = allowed || to.IPBlock != nil && to.IPBlock.CIDR == "10.20.0.0/16" && len(to.IPBlock.Except) == 0
+		}
+	}
+	if !allowed {
+		t.Error("NetworkPolicy has no egress to config.allowNetworks 10.20.0.0/16")
 	}
 }
 
