@@ -44,7 +44,7 @@ status:
 build:
 	go build -o bin/hookrelay ./cmd/hookrelay
 
-## test: unit, integration and e2e tests against the local stack, which it starts
+## test: deploy-check, then unit, integration and e2e tests against the local stack, which it starts
 ##       (fails if the e2e packages ran no test or skipped one)
 test: deps up deploy-check
 	$(TEST_ENV) go test -count=1 $(GOTEST_FLAGS) -json ./... \
