@@ -140,7 +140,11 @@ func newHarness(t *testing.T, c config) *harness {
 	if c.AllowNetworks == "" && !c.NoAllowList {
 		c.AllowNetworks = "127.0.0.0/8"
 	}
-	hookrelayBinary(t) // build first: a compile error fails fast
+	// The services first: under -short without a stack the test skips
+	// (package stack) before spending a build on it.
+	stack.Brokers(t)
+	stack.ClickHouseDSN(t)
+	hookrelayBinary(t) // then build: a compile error fails before anything starts
 	h := &harness{
 		t:      t,
 		prefix: stack.TopicPrefix(t),
