@@ -208,7 +208,7 @@ func TestSinkInsertsAndCommits(t *testing.T) {
 	if n := storeCount(t, store); n != int64(len(as)) {
 		t.Errorf("store holds %d attempts, want %d", n, len(as))
 	}
-	eventually(t, 5*time.Second, "lag 0", func() bool { return sink.Lag() == 0 })
+	eventually(t, 30*time.Second, "lag 0", func() bool { return sink.Lag() == 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v, want nil after cancel", err)
