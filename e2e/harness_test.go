@@ -140,7 +140,11 @@ func newHarness(t *testing.T, c config) *harness {
 	if c.AllowNetworks == "" && !c.NoAllowList {
 		c.AllowNetworks = "127.0.0.0/8"
 	}
-	hookrelayBinary(t) // build first: a compile error fails fast
+	// The services first: under -short without a stack the test skips
+	// (package stack) before spending a build on it.
+	stack.Brokers(t)
+	stack.ClickHouseDSN(t)
+	hookrelayBinary(t) // then build: a compile error fails before anything starts
 	h := &harness{
 		t:      t,
 		prefix: stack.TopicPrefix(t),
@@ -255,6 +259,18 @@ type process struct {
 // tail of the process's log.
 func (h *harness) start(id string) *process {
 	h.t.Helper()
+	start := time.Now()
+	p := h.spawn(id)
+	p.waitReady(readyTimeout)
+	h.t.Logf("e2e: hookrelay %s ready in %v", id, time.Since(start).Round(time.Millisecond))
+	return p
+}
+
+// spawn is start without the wait for /readyz: it runs `hookrelay run` as
+// instance id with env (extra KEY=VALUE entries, overriding the harness's)
+// and returns at once. The process is stopped when the test ends.
+func (h *harness) spawn(id string, env ...string) *process {
+	h.t.Helper()
 	h.started++
 	p := &process{
 		h:        h,
@@ -269,8 +285,8 @@ func (h *harness) start(id string) *process {
 	}
 	p.cmd = h.command(context.Background(), "run")
 	p.cmd.Env = append(p.cmd.Env, "HOOKRELAY_INSTANCE_ID="+id, "HOOKRELAY_HTTP_ADDR="+p.httpAddr)
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	start := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		h.t.Fatalf("start hookrelay: %v", err)
@@ -286,8 +302,6 @@ func (h *harness) start(id string) *process {
 			h.t.Logf("--- tail of %s (whole log kept at %s) ---\n%s", filepath.Base(p.logPath), keepLog(h.t, p.logPath), tail(p.logPath, 60))
 		}
 	})
-	p.waitReady(readyTimeout)
-	h.t.Logf("e2e: hookrelay %s ready in %v", id, time.Since(start).Round(time.Millisecond))
 	return p
 }
 

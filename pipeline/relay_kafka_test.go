@@ -28,7 +28,10 @@ func TestMain(m *testing.M) { os.Exit(stack.Main(m)) }
 
 // Deliveries due at random times over the doubling tiers, produced as a
 // steady stream: none is relayed before its ready time, each reaches the
-// target exactly once, and lateness stays well under a second.
+// target exactly once, and the lateness metric has one observation per
+// delivery. Lateness and hop lag are logged, not asserted: a loaded machine
+// stretches them (issue 8, item 12); the figures belong to hookbench's
+// retry-precision scenario.
 func TestRelayKafkaPrecision(t *testing.T) {
 	prefix := stack.TopicPrefix(t)
 	e := newRelayEnv(t, stack.Brokers(t), prefix, doublingSchedule, 6)
@@ -69,14 +72,10 @@ func TestRelayKafkaPrecision(t *testing.T) {
 		percentile(rep.emitLate, 50), percentile(rep.emitLate, 99), percentile(rep.emitLate, 100))
 	t.Logf("lateness as seen by a read_committed reader: p50 %v p99 %v max %v",
 		percentile(rep.visibleLate, 50), percentile(rep.visibleLate, 99), percentile(rep.visibleLate, 100))
-	if p99 := percentile(rep.visibleLate, 99); p99 >= time.Second {
-		t.Errorf("visible lateness p99 = %v, want < 1s", p99)
-	}
-	if p99 := percentile(rep.lag, 99); p99 >= time.Second {
-		t.Errorf("hop lag p99 = %v, want < 1s", p99)
-	}
-	if c, mx := mr.histogram(t, "hookrelay.retry.relay.lateness"); c != n+1 || mx >= 5 {
-		t.Errorf("lateness histogram: %d observations, max %vs; want %d, small", c, mx, n+1)
+	c, mx := mr.histogram(t, "hookrelay.retry.relay.lateness")
+	t.Logf("lateness histogram: %d observations, max %vs", c, mx)
+	if c != n+1 {
+		t.Errorf("lateness histogram: %d observations, want %d (one per delivery and the warm-up)", c, n+1)
 	}
 }
 
@@ -226,7 +225,7 @@ func TestRelayKafkaCrash(t *testing.T) {
 	if err := second.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitWithin(t, 10*time.Second, "the second relay to die", func() bool { return processGone(second.Process.Pid) })
+	waitWithin(t, 30*time.Second, "the second relay to die", func() bool { return processGone(second.Process.Pid) })
 	state2 := txnState(t, adm, txnID)
 	after2 := len(obs.in(e.target))
 

@@ -214,12 +214,11 @@ func TestRelayKfakeDueTimes(t *testing.T) {
 		len(metas), rep.hops, percentile(rep.lag, 50), percentile(rep.lag, 99), percentile(rep.lag, 100),
 		percentile(rep.emitLate, 50), percentile(rep.emitLate, 99), percentile(rep.emitLate, 100),
 		percentile(rep.visibleLate, 99))
-	if p99 := percentile(rep.emitLate, 99); p99 >= time.Second {
-		t.Errorf("emit lateness p99 = %v, want < 1s", p99)
-	}
+	// Lateness is logged above, not asserted (issue 8, item 12): checkPaths
+	// asserts never-early, exactly-once and the routing of every hop.
 
 	// The metrics saw every hop.
-	waitWithin(t, 5*time.Second, "metrics of every hop", func() bool {
+	waitWithin(t, 30*time.Second, "metrics of every hop", func() bool {
 		n, _ := mr.histogram(t, "hookrelay.retry.relay.lag")
 		return int(n) == rep.hops+1 // and the warm-up's
 	})
@@ -229,7 +228,7 @@ func TestRelayKfakeDueTimes(t *testing.T) {
 	if n, _ := mr.histogram(t, "hookrelay.retry.relay.lateness"); n != 61 {
 		t.Errorf("lateness observations = %d, want 61", n)
 	}
-	waitWithin(t, 5*time.Second, "empty buffers", func() bool {
+	waitWithin(t, 30*time.Second, "empty buffers", func() bool {
 		return mr.gauge(t, "hookrelay.retry.relay.buffered") == 0 && mr.gauge(t, "hookrelay.retry.relay.paused_partitions") == 0
 	})
 }
@@ -329,14 +328,17 @@ func TestRelayKfakeRebalance(t *testing.T) {
 }
 
 // The default tiers, with the relay's clock moved forward by hand: a
-// delivery due in 7h12m30s goes 6h → 1h → 10m → 2m → target, never early, and
+// delivery due in 7h12m20s goes 6h → 1h → 10m → 2m → target, never early, and
 // its partition is paused while it waits.
 func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 	seeds := newKfake(t)
 	e := newRelayEnv(t, seeds, "t.", retrytiers.DefaultSchedule(), 1)
 	obs := e.observe(append(e.tiers.Topics(), e.target)...)
-	var shift atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }
+	// The relay's clock stands still but for the test's moves, so the
+	// "not yet" step below holds however long a loaded machine takes.
+	var clock atomic.Int64 // unix ns
+	clock.Store(time.Now().UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	mr := newMetricsReader()
 	o := e.options("a")
 	o.Now = now
@@ -344,13 +346,14 @@ func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 	r := e.start(o)
 
 	t0 := now()
-	// 7h12m30s: 6h, 1h, 10m and 2m hops leave 30s less the time the test
-	// takes, which the dispatcher would hold.
-	m := testDelivery(1, t0.Add(7*time.Hour+12*time.Minute+30*time.Second).Truncate(time.Millisecond))
+	// 7h12m20s: 6h, 1h, 10m and 2m hops leave 20s (the clock moves only
+	// by the hops), less than the smallest tier, which the dispatcher would
+	// hold.
+	m := testDelivery(1, t0.Add(7*time.Hour+12*time.Minute+20*time.Second).Truncate(time.Millisecond))
 	if topic := e.park(m, 0, t0, t0); topic != "t.retry-6h" {
 		t.Fatalf("parked in %s, want t.retry-6h", topic)
 	}
-	waitWithin(t, 10*time.Second, "the 6h partition paused with one buffered record", func() bool {
+	waitWithin(t, 30*time.Second, "the 6h partition paused with one buffered record", func() bool {
 		return mr.gauge(t, "hookrelay.retry.relay.paused_partitions") == 1 && mr.gauge(t, "hookrelay.retry.relay.buffered") == 1
 	})
 
@@ -365,22 +368,22 @@ func TestRelayKfakeLongTiersShiftedClock(t *testing.T) {
 		}
 		return l
 	}
-	waitWithin(t, 10*time.Second, "the parked record", func() bool { return latest().rec != nil })
+	waitWithin(t, 30*time.Second, "the parked record", func() bool { return latest().rec != nil })
 	for _, want := range []string{"t.retry-1h", "t.retry-10m", "t.retry-2m", "t.deliveries"} {
 		cur := latest()
 		tier, _ := e.tiers.ByTopic(cur.rec.Topic)
 		ready := cur.rec.Timestamp.Add(tier.Delay)
 		// A second before it is ready, the record stays.
-		shift.Store(int64(ready.Add(-time.Second).Sub(time.Now())))
+		clock.Store(ready.Add(-time.Second).UnixNano())
 		r.kick()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // room to move wrongly
 		if got := latest().rec.Topic; got != cur.rec.Topic {
 			t.Fatalf("the delivery left %s for %s before its ready time", cur.rec.Topic, got)
 		}
 		// Once ready, it moves on promptly.
-		shift.Store(int64(ready.Sub(time.Now())))
+		clock.Store(ready.UnixNano())
 		r.kick()
-		waitWithin(t, 5*time.Second, "the delivery in "+want, func() bool { return latest().rec.Topic == want })
+		waitWithin(t, 30*time.Second, "the delivery in "+want, func() bool { return latest().rec.Topic == want })
 	}
 	checkPaths(t, e, obs, map[string]delivery.Meta{m.DeliveryID: m}, true)
 	if n := mr.counter(t, "hookrelay.retry.relay.records", "to", "tier"); n != 3 {

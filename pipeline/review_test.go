@@ -405,7 +405,7 @@ func TestReviewJoinedWithoutPartitions(t *testing.T) {
 	}
 	select {
 	case <-d2.Joined():
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // a hang guard
 		t.Error("a dispatcher that joined the group but owns no partition never reports Joined: /readyz stays 503")
 	}
 }
@@ -442,7 +442,7 @@ func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
 	})
 	waitFor(t, "two requests in flight", func() bool { return sent.Load() == 2 })
 	d.sess.Client().Close() // leaving the group revokes the partition
-	if !eventually(5*time.Second, func() bool { rows.mu.Lock(); defer rows.mu.Unlock(); return len(rows.rows) == 2 }) {
+	if !eventually(30*time.Second, func() bool { rows.mu.Lock(); defer rows.mu.Unlock(); return len(rows.rows) == 2 }) {
 		rows.mu.Lock()
 		n := len(rows.rows)
 		rows.mu.Unlock()
@@ -492,7 +492,7 @@ func TestReviewFanoutLosesRecordItCannotProduce(t *testing.T) {
 	}
 	defer rd.Close()
 	n := 0
-	eventually(3*time.Second, func() bool {
+	eventually(30*time.Second, func() bool { // a hang guard
 		pctx, pcancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer pcancel()
 		n += rd.PollFetches(pctx).NumRecords()
@@ -528,8 +528,9 @@ func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fastSent atomic.Bool
-	var hung atomic.Int32
-	quit := make(chan struct{}) // lets the hung attempts end at cleanup (shutdown waits for them)
+	var hung, hungEnded atomic.Int32
+	var hungEndedAtFast atomic.Int32 // hung attempts that had ended when the fast delivery was sent
+	quit := make(chan struct{})      // lets the hung attempts end at cleanup (shutdown waits for them)
 	_, _ = startDispatcher(t, DispatcherOptions{
 		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Topics:     topics, Group: "rh.dispatch", TransactionalID: "rh.dispatch-test",
@@ -541,8 +542,10 @@ func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
 				case <-ctx.Done():
 				case <-quit:
 				}
+				hungEnded.Add(1)
 				return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "timeout"}
 			}
+			hungEndedAtFast.Store(hungEnded.Load())
 			fastSent.Store(true)
 			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
 		}),
@@ -554,7 +557,12 @@ func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
 	if err := prod.ProduceSync(context.Background(), deliveryRec(topics.Deliveries, "fast", "f0")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(5*time.Second, fastSent.Load) {
-		t.Error("a healthy endpoint's delivery was not sent in 5 s: four hung endpoints keep its partition paused")
+	// Isolation is an order, not a speed: the healthy delivery goes out
+	// while every hung attempt still hangs (30 s is a hang guard).
+	if !eventually(30*time.Second, fastSent.Load) {
+		t.Fatal("a healthy endpoint's delivery was not sent in 30 s: four hung endpoints keep its partition paused")
+	}
+	if n := hungEndedAtFast.Load(); n != 0 {
+		t.Errorf("the healthy endpoint's delivery was sent only after %d hung attempts ended: the hung endpoints held its partition", n)
 	}
 }

@@ -52,8 +52,8 @@ type Options struct {
 
 // ClickHouse is the production [audit.Store]: the attempts table of one ClickHouse
 // database, written in batches over the native protocol. Create it with
-// New, bring the schema up to date with Migrate, and Close it when
-// done. Safe for concurrent use.
+// New (or Open, which needs no server yet), bring the schema up to date
+// with Migrate, and Close it when done. Safe for concurrent use.
 //
 // Schema (audit/migrations): a ReplacingMergeTree partitioned by UTC day and
 // ordered by (endpoint_id, attempted_at, attempted_ms, attempt_id). Reads
@@ -65,6 +65,7 @@ type Options struct {
 type Store struct {
 	conn driver.Conn
 	db   string
+	addr []string         // server addresses, for errors
 	now  func() time.Time // anchors Log's first windows; time.Now
 }
 
@@ -72,10 +73,27 @@ var _ audit.Store = (*Store)(nil)
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// New validates opts, opens a connection pool and pings the server
-// (bounded by ctx). Errors about opts name the field; an unreachable server
-// is an error (wrapping the driver's) naming the address.
+// New is [Open] followed by a ping of the server (bounded by ctx): an
+// unreachable server is an error (wrapping the driver's) naming the address.
+// For a caller that must not depend on ClickHouse being up at start (the
+// audit sink), use Open and let Ping and Migrate fail until it answers.
 func New(ctx context.Context, opts Options) (*Store, error) {
+	s, err := Open(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Ping(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Open validates opts and creates the connection pool without any I/O:
+// connections are dialled when a call needs one, so Open succeeds while the
+// server is down and each call fails (naming the address) until it answers.
+// Errors about opts name the field.
+func Open(opts Options) (*Store, error) {
 	if opts.DSN == "" {
 		return nil, fmt.Errorf("audit: Options.DSN is required")
 	}
@@ -115,18 +133,19 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: open ClickHouse %v: %w", co.Addr, err)
 	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("audit: ping ClickHouse %v: %w", co.Addr, err)
-	}
-	return &Store{conn: conn, db: db, now: time.Now}, nil
+	return &Store{conn: conn, db: db, addr: co.Addr, now: time.Now}, nil
 }
 
 // Database returns the name of the database holding the tables.
 func (c *Store) Database() string { return c.db }
 
-// Ping checks that the server answers.
-func (c *Store) Ping(ctx context.Context) error { return c.conn.Ping(ctx) }
+// Ping checks that the server answers. Its error names the address.
+func (c *Store) Ping(ctx context.Context) error {
+	if err := c.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("audit: ping ClickHouse %v: %w", c.addr, err)
+	}
+	return nil
+}
 
 // Close closes the connection pool. Calls in flight fail.
 func (c *Store) Close() error { return c.conn.Close() }

@@ -2,7 +2,9 @@
 // audit.Inserter (the ClickHouse store in production): it consumes with
 // read_committed in batches, inserts each batch, and commits the batch's
 // offsets only after the insert succeeded, so a crash or a ClickHouse outage
-// re-inserts rather than loses (the store deduplicates by attempt ID).
+// re-inserts rather than loses (the store deduplicates by attempt ID). A
+// store that is down when the sink starts (Options.Prepare) makes the sink
+// wait, not ready, instead of failing.
 package sink
 
 import (
@@ -34,6 +36,15 @@ type Options struct {
 	Group string
 	// Store receives the attempts. Required.
 	Store audit.Inserter
+	// Prepare readies the store before the sink reads anything, e.g.
+	// connects to ClickHouse and applies its migrations. Optional. Run calls
+	// it until it returns nil, waiting RetryBackoff, doubling up to
+	// MaxRetryBackoff, between calls (the insert back-off); meanwhile the
+	// sink reads nothing (so the consumer group's committed offsets stay
+	// where they are and the sink catches up from there once prepared) and
+	// [Sink.Ready] reports the last error. This is how the sink starts while
+	// its store is down, instead of keeping its process from starting.
+	Prepare func(ctx context.Context) error
 	// KafkaOptions are extra franz-go client options: TLS, SASL, client ID,
 	// logger. Optional. They are applied after the sink's own, so they must
 	// not change what the sink relies on (consumer group, manual commits,
@@ -107,6 +118,14 @@ const (
 //   - hookrelay.audit.sink.lag: gauge of records in the topic (up to the last
 //     stable offset) not yet committed by this sink, over its partitions; on a
 //     transactional topic a partition's commit marker may count as one.
+//   - hookrelay.audit.sink.store.ready: gauge, 1 while the store accepts
+//     writes ([Sink.Ready] is nil), else 0
+//   - hookrelay.audit.sink.prepare.errors: failed Options.Prepare calls
+//
+// Readiness ([Sink.Ready]): the sink is ready while its store accepts
+// writes: from the first successful Prepare (or the start of Run, without
+// Prepare) until an insert fails, and again from the next insert that
+// succeeds.
 //
 // A Sink runs once: create it with New, call Run.
 type Sink struct {
@@ -115,9 +134,13 @@ type Sink struct {
 	log    *slog.Logger
 	ran    atomic.Bool
 
-	mRecords, mInserts, mCommitErrors metric.Int64Counter
-	mRows                             metric.Int64Histogram
-	mInsertDuration                   metric.Float64Histogram
+	// notReady is why the store does not accept writes now; nil when it
+	// does. Written by Run's goroutine, read by Ready.
+	notReady atomic.Pointer[error]
+
+	mRecords, mInserts, mCommitErrors, mPrepareErrors metric.Int64Counter
+	mRows                                             metric.Int64Histogram
+	mInsertDuration                                   metric.Float64Histogram
 
 	lagMu sync.Mutex
 	ends  map[int32]int64 // partition -> last stable offset seen
@@ -168,6 +191,7 @@ func New(opts Options) (*Sink, error) {
 		ends: make(map[int32]int64),
 		next: make(map[int32]int64),
 	}
+	s.setNotReady(errNotStarted)
 	if err := s.initMetrics(); err != nil {
 		return nil, fmt.Errorf("audit: Options.Meter: %w", err)
 	}
@@ -219,17 +243,49 @@ func (s *Sink) initMetrics() error {
 		metric.WithDescription("Duration of one batch insert call."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 	err = errors.Join(err, e)
+	s.mPrepareErrors, e = m.Int64Counter("hookrelay.audit.sink.prepare.errors", metric.WithUnit("{call}"),
+		metric.WithDescription("Failed calls of the audit sink's store preparation (connect, migrate); each is retried."))
+	err = errors.Join(err, e)
 	lag, e := m.Int64ObservableGauge("hookrelay.audit.sink.lag", metric.WithUnit("{record}"),
 		metric.WithDescription("Records on the attempts topic not yet committed by the audit sink."))
+	err = errors.Join(err, e)
+	ready, e := m.Int64ObservableGauge("hookrelay.audit.sink.store.ready",
+		metric.WithDescription("1 while the audit sink's store accepts writes, else 0 (not yet prepared, or inserts failing)."))
 	err = errors.Join(err, e)
 	if err != nil {
 		return err
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(lag, s.Lag())
+		r := int64(0)
+		if s.Ready() == nil {
+			r = 1
+		}
+		o.ObserveInt64(ready, r)
 		return nil
-	}, lag)
+	}, lag, ready)
 	return err
+}
+
+// errNotStarted is Ready's answer before Run has prepared the store.
+var errNotStarted = errors.New("audit: sink not started")
+
+// Ready returns nil while the sink's store accepts writes, else an error
+// saying why not: not started, the last Prepare error, or the last insert
+// error. Safe to call concurrently with Run.
+func (s *Sink) Ready() error {
+	if p := s.notReady.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *Sink) setNotReady(err error) {
+	if err == nil {
+		s.notReady.Store(nil)
+		return
+	}
+	s.notReady.Store(&err)
 }
 
 var (
@@ -287,6 +343,9 @@ func (s *Sink) Run(ctx context.Context) error {
 		return errors.New("audit: Sink.Run called twice")
 	}
 	defer s.client.CloseAllowingRebalance()
+	if !s.prepare(ctx) {
+		return nil
+	}
 	b := &batch{offsets: make(map[int32]kgo.EpochOffset)}
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
@@ -317,6 +376,38 @@ func (s *Sink) Run(ctx context.Context) error {
 		if b.records == 0 {
 			s.client.AllowRebalance()
 		}
+	}
+}
+
+// prepare calls Options.Prepare until it succeeds (with the insert
+// back-off) and reports true, or reports false when ctx ends first.
+func (s *Sink) prepare(ctx context.Context) bool {
+	if s.opts.Prepare == nil {
+		s.setNotReady(nil)
+		return true
+	}
+	backoff := s.opts.RetryBackoff
+	for {
+		err := s.opts.Prepare(ctx)
+		if err == nil {
+			s.setNotReady(nil)
+			s.log.Info("store ready")
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.mPrepareErrors.Add(ctx, 1)
+		s.setNotReady(fmt.Errorf("store not ready: %w", err))
+		s.log.Warn("store not ready; reading nothing until it is", "backoff", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, s.opts.MaxRetryBackoff)
 	}
 }
 
@@ -394,8 +485,12 @@ func (s *Sink) insert(ctx context.Context, attempts []audit.Attempt) error {
 	s.mInsertDuration.Record(ctx, time.Since(start).Seconds())
 	if err != nil {
 		s.mInserts.Add(ctx, 1, resultError)
+		if ctx.Err() == nil {
+			s.setNotReady(fmt.Errorf("inserts failing: %w", err))
+		}
 		return err
 	}
+	s.setNotReady(nil)
 	s.mInserts.Add(ctx, 1, resultOK)
 	s.mRows.Record(ctx, int64(len(attempts)))
 	s.mRecords.Add(ctx, int64(len(attempts)), resultInserted)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,7 +208,7 @@ func TestSinkInsertsAndCommits(t *testing.T) {
 	if n := storeCount(t, store); n != int64(len(as)) {
 		t.Errorf("store holds %d attempts, want %d", n, len(as))
 	}
-	eventually(t, 5*time.Second, "lag 0", func() bool { return sink.Lag() == 0 })
+	eventually(t, 30*time.Second, "lag 0", func() bool { return sink.Lag() == 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v, want nil after cancel", err)
@@ -344,4 +345,74 @@ func TestNewSinkOptions(t *testing.T) {
 	if err := s.Run(context.Background()); err == nil {
 		t.Error("second Run = nil, want an error")
 	}
+}
+
+// A store that is down when the sink starts (Options.Prepare failing) makes
+// the sink wait, not fail: it reads, inserts and commits nothing, and Ready
+// says why; once Prepare succeeds it catches up from the group's offsets. A
+// later failing insert makes it not ready again, until an insert succeeds.
+func TestSinkPrepareRetriedUntilStoreIsUp(t *testing.T) {
+	brokers := newFakeCluster(t)
+	as := attempts(50)
+	produce(t, brokers, as)
+	store := &flakyStore{Memory: audit.NewMemory()}
+	var up atomic.Bool
+	var calls atomic.Int32
+	s, err := sink.New(sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+		Prepare: func(context.Context) error {
+			calls.Add(1)
+			if !up.Load() {
+				return errors.New("clickhouse is down")
+			}
+			return nil
+		},
+		RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ready(); err == nil {
+		t.Error("Ready before Run = nil, want an error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil after cancel", err)
+		}
+	}()
+
+	eventually(t, 20*time.Second, "3 failed Prepare calls", func() bool { return calls.Load() >= 3 })
+	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "clickhouse is down") {
+		t.Errorf("Ready while Prepare fails = %v, want its error", err)
+	}
+	if n := len(store.callSizes()); n != 0 {
+		t.Errorf("%d inserts before the store was prepared, want 0", n)
+	}
+	if c := committed(t, brokers); c != 0 {
+		t.Errorf("committed %d offsets before the store was prepared, want 0", c)
+	}
+
+	up.Store(true)
+	eventually(t, 20*time.Second, "all offsets committed", func() bool { return committed(t, brokers) == int64(len(as)) })
+	if n := storeCount(t, store); n != int64(len(as)) {
+		t.Errorf("store holds %d attempts, want %d", n, len(as))
+	}
+	if err := s.Ready(); err != nil {
+		t.Errorf("Ready after catching up = %v, want nil", err)
+	}
+
+	store.setFailing(true)
+	more := attempts(60)[50:]
+	produce(t, brokers, more)
+	eventually(t, 20*time.Second, "not ready while inserts fail", func() bool {
+		err := s.Ready()
+		return err != nil && strings.Contains(err.Error(), "inserts failing")
+	})
+	store.setFailing(false)
+	eventually(t, 20*time.Second, "ready and caught up again", func() bool {
+		return s.Ready() == nil && committed(t, brokers) == int64(len(as)+len(more))
+	})
 }

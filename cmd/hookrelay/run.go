@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -93,11 +94,17 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return fmt.Errorf("topics: %w", err)
 	}
 
+	// Each role depends only on the services it uses: fan-out, dispatch and
+	// retry on Kafka; the audit sink on Kafka and ClickHouse (a future api
+	// role: Kafka, and ClickHouse for reads). ClickHouse is not dialled
+	// here: the sink connects and migrates when it can (sink.Options.Prepare)
+	// and is not ready until then, so an outage at start-up stops neither the
+	// process nor the other roles.
 	var store *chstore.Store
 	if cfg.Roles["audit"] {
-		store, err = openStore(setupCtx, cfg, log)
+		store, err = chstore.Open(chstore.Options{DSN: cfg.ClickHouseDSN})
 		if err != nil {
-			return err
+			return fmt.Errorf("invalid --clickhouse (HOOKRELAY_CLICKHOUSE): %w", err)
 		}
 		defer store.Close()
 	}
@@ -117,7 +124,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	var ready atomic.Bool
+	var ready readiness
 	g.Go(func() error { return view.Run(gctx) })
 	g.Go(func() error { return lag.Run(gctx) })
 
@@ -206,12 +213,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			Group:        topics.Prefix + "audit",
 			Topic:        topics.Attempts,
 			Store:        store,
+			Prepare:      func(ctx context.Context) error { return prepareStore(ctx, store, log) },
 			Meter:        meter,
 			Logger:       log,
 		})
 		if err != nil {
 			return err
 		}
+		ready.sink = auditSink
 	}
 
 	// Stages that act on endpoints start once the view has caught up, so an
@@ -234,8 +243,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 				return nil
 			}
 		}
-		ready.Store(true)
-		log.Info("hookrelay ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
+		ready.pipeline.Store(true)
+		log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
 		return nil
 	})
 	if relay != nil {
@@ -245,7 +254,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		g.Go(func() error { return auditSink.Run(gctx) })
 	}
 
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: opsHandler(&ready), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: opsHandler(ready.check), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("invalid --http-addr (HOOKRELAY_HTTP_ADDR): %w", err)
@@ -295,10 +304,38 @@ func newTracer(ctx context.Context) (trace.Tracer, func(), error) {
 	}, nil
 }
 
-// opsHandler serves /metrics, /healthz (the process is up), /readyz (the
-// endpoints view has caught up and the dispatcher has joined its group) and
-// /debug/pprof/.
-func opsHandler(ready *atomic.Bool) http.Handler {
+// readiness is what /readyz reports: each part of the process's roles,
+// ready or not and why.
+type readiness struct {
+	pipeline atomic.Bool // the endpoints view caught up and the dispatcher (if any) joined its group
+	sink     *sink.Sink  // the audit sink; nil without the audit role
+}
+
+// check reports whether every part is ready, and one line per part:
+// "pipeline: ready", or "audit: not ready: <reason>".
+func (r *readiness) check() (bool, string) {
+	var b strings.Builder
+	ok := r.pipeline.Load()
+	if ok {
+		b.WriteString("pipeline: ready\n")
+	} else {
+		b.WriteString("pipeline: not ready: endpoints view catching up or consumer group not joined\n")
+	}
+	if r.sink != nil {
+		if err := r.sink.Ready(); err != nil {
+			ok = false
+			fmt.Fprintf(&b, "audit: not ready: %v\n", err)
+		} else {
+			b.WriteString("audit: ready\n")
+		}
+	}
+	return ok, b.String()
+}
+
+// opsHandler serves /metrics, /healthz (the process is up), /readyz (200
+// when ready reports true, else 503; the body names each part and why it is
+// not ready) and /debug/pprof/.
+func opsHandler(ready func() (bool, string)) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
 	// Profiles for operators; the ops address defaults to loopback.
@@ -310,16 +347,37 @@ func opsHandler(ready *atomic.Bool) http.Handler {
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not ready: endpoints view catching up or consumer group not joined", http.StatusServiceUnavailable)
+		ok, detail := ready()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("not ready\n" + detail))
 			return
 		}
-		w.Write([]byte("ready\n"))
+		w.Write([]byte("ready\n" + detail))
 	})
 	return mux
 }
 
-// openStore connects to ClickHouse and applies pending migrations.
+// prepareStore checks that ClickHouse answers and applies pending
+// migrations: the audit sink's Prepare, retried by the sink until it
+// succeeds. Migrate is idempotent and safe to run concurrently.
+func prepareStore(ctx context.Context, store *chstore.Store, log *slog.Logger) error {
+	if err := store.Ping(ctx); err != nil {
+		return err
+	}
+	applied, err := store.Migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("ClickHouse migrations: %w", err)
+	}
+	for _, m := range applied {
+		log.Info("clickhouse migration applied", "version", m.Version, "name", m.Name)
+	}
+	return nil
+}
+
+// openStore connects to ClickHouse and applies pending migrations (for
+// `hookrelay migrate`, which should fail at once when ClickHouse is down).
 func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*chstore.Store, error) {
 	store, err := chstore.New(ctx, chstore.Options{DSN: cfg.ClickHouseDSN})
 	if err != nil {

@@ -13,7 +13,16 @@
 //  2. otherwise, when a Docker daemon answers, a container started with
 //     testcontainers-go, once per test binary (see [Main] for its end);
 //  3. otherwise the test fails (t.Fatal) with a message saying how to
-//     provide the service. Tests are never skipped for want of a service.
+//     provide the service.
+//
+// Under `go test -short`, a service whose variable is unset is not looked
+// for: the test is skipped (t.Skip, naming the variable) and no container is
+// ever started, so `go test -short ./...` passes on a machine with no stack
+// and no Docker. A variable that is set is honoured under -short too (and a
+// service it names that does not answer still fails the test). Outside
+// -short a test is never skipped for want of a service: `make test` runs
+// without -short, and deploy/local/testreport fails the run when an e2e
+// test skips.
 //
 // The container path is compile-checked only on the development machines of
 // this project, which have no Docker engine.
@@ -102,6 +111,7 @@ var (
 // order in which sources are tried).
 func Brokers(t testing.TB) []string {
 	t.Helper()
+	skipShort(t, EnvBrokers, "Kafka")
 	kafkaSvc.once.Do(func() { kafkaSvc.addr, kafkaSvc.err = provideKafka() })
 	if kafkaSvc.err != nil {
 		t.Fatalf("stack: no Kafka for this test: %v", kafkaSvc.err)
@@ -115,6 +125,7 @@ func Brokers(t testing.TB) []string {
 // when no ClickHouse can be had.
 func ClickHouseDSN(t testing.TB) string {
 	t.Helper()
+	skipShort(t, EnvClickHouse, "ClickHouse")
 	clickhouseSvc.once.Do(func() {
 		var dsn string
 		dsn, clickhouseSvc.err = provideClickHouse()
@@ -124,6 +135,16 @@ func ClickHouseDSN(t testing.TB) string {
 		t.Fatalf("stack: no ClickHouse for this test: %v", clickhouseSvc.err)
 	}
 	return clickhouseSvc.addr[0]
+}
+
+// skipShort skips the test under -short when env is unset: the service
+// would otherwise come from a container (or fail the test).
+func skipShort(t testing.TB, env, service string) {
+	t.Helper()
+	if _, set := os.LookupEnv(env); set || !testing.Short() {
+		return
+	}
+	t.Skipf("stack: -short and %s unset: skipping a test that needs a real %s (run without -short, e.g. `make test`, to run it)", env, service)
 }
 
 // Main runs the tests of a package and then terminates the containers this

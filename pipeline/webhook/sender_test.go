@@ -306,9 +306,13 @@ func TestSendTimeout(t *testing.T) {
 	if c.Outcome != audit.RetryScheduled || c.ErrorClass != webhook.ClassTimeout {
 		t.Errorf("Classify = %+v, want retry_scheduled/timeout", c)
 	}
-	if res.Latency < req.Timeout || res.Latency > 5*time.Second {
-		t.Errorf("Latency = %v, want about %v", res.Latency, req.Timeout)
+	// Not cut short (Latency's clock starts a hair after the deadline's, so
+	// allow 10%); and the request's timeout, not the sender's hour, ended it
+	// (a minute is a bound no loaded machine reaches).
+	if res.Latency < req.Timeout*9/10 || res.Latency > time.Minute {
+		t.Errorf("Latency = %v, want at least the request timeout %v (and far below the sender's hour)", res.Latency, req.Timeout)
 	}
+	t.Logf("timed out after %v (request timeout %v)", res.Latency, req.Timeout)
 }
 
 func TestSendTimeoutDuringBodyKeepsStatus(t *testing.T) {
