@@ -50,6 +50,10 @@ func TestInvalidRecordIdentity(t *testing.T) {
 		{"invalid UTF-8 and control characters are not copied raw", &kgo.Record{Headers: ceJSON,
 			Value: []byte("{\"specversion\":\"1.0\",\"id\":\"a\xffb\\nc\",\"source\":\"/qa\",\"type\":\"t\"}")},
 			map[string]string{hID: "a\uFFFDb\uFFFDc", hSource: "/qa", hType: "t"}},
+		{"structured with some ce_ headers (Kafka binding §3.3.3): headers first, the value for the rest", &kgo.Record{
+			Value:   []byte(`{"specversion":"1.0","id":"from-value","source":"/qa","type":"t",`),
+			Headers: hdrs("content-type", "application/cloudevents+json", "ce_id", "from-header")},
+			map[string]string{hID: "from-header", hSource: "/qa", hType: "t"}},
 		{"not JSON at all", &kgo.Record{Value: []byte("hello")},
 			map[string]string{hID: "", hSource: "", hType: ""}},
 		{"stale identity headers of the original are replaced", &kgo.Record{

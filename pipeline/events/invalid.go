@@ -62,10 +62,12 @@ var identity = []struct{ attr, header string }{
 // for each attribute that can be recovered cheaply, whatever is wrong with
 // the record (issue 8 item 9):
 //
-//   - a binary-mode record (any ce_ header): the ce_id, ce_source, ce_type
-//     and ce_tenantid headers (names matched case-insensitively, the first
-//     of duplicates); the value is never read, its members are data;
-//   - otherwise the top-level members "id", "source", "type" and
+//   - the ce_id, ce_source, ce_type and ce_tenantid headers (names matched
+//     case-insensitively, the first of duplicates); in binary mode (a ce_
+//     header and no event-format content-type) the value is never read:
+//     its members are data;
+//   - otherwise, for what the headers did not give, the top-level members
+//     "id", "source", "type" and
 //     "tenantid" of the value read as a JSON object, when they are JSON
 //     strings: a single pass over at most [MaxIdentityScanBytes] that stops
 //     at the first malformed member (so broken or truncated JSON gives what
@@ -121,9 +123,12 @@ func InvalidRecord(r *kgo.Record, topic string, err error) *kgo.Record {
 // r (see InvalidRecord).
 func recoverIdentity(r *kgo.Record) map[int]string {
 	found := make(map[int]string, len(identity))
-	binary := false
+	binary, structured := false, false
 	for _, h := range r.Headers {
 		key := strings.ToLower(h.Key)
+		if key == headerContentType && isEventFormat(string(h.Value)) {
+			structured = true
+		}
 		if !strings.HasPrefix(key, headerPrefix) {
 			continue
 		}
@@ -134,7 +139,7 @@ func recoverIdentity(r *kgo.Record) map[int]string {
 			}
 		}
 	}
-	if binary {
+	if binary && !structured {
 		return found
 	}
 	value := r.Value
