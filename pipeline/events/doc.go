@@ -33,17 +33,42 @@
 //
 // Every MUST of the JSON event format and the Kafka binding that an event
 // can break is checked, and a breach is refused, never repaired (issue 8
-// item 2; the rules and their spec sections are listed at decodeStructured
-// and readBinaryHeaders, one test row each in TestSpecMUSTs): required
-// attributes id, source, type and specversion, specversion "1.0" (0.3 is
-// refused with "unsupported_specversion"); attribute types (String without
-// control characters or noncharacters, source an RFC 3986 URI-reference,
-// dataschema an absolute URI, time RFC 3339, datacontenttype RFC 2046);
-// extension names of a-z0-9 and values that are Strings, Booleans or
-// 32-bit Integers; no attribute twice (duplicate JSON members or headers);
-// data and data_base64 never both; data_base64 padded standard base64;
-// header names and values UTF-8. The optional extension `tenantid` must be
-// a string ([Tenant]).
+// item 2; one row per rule in TestSpecMUSTs). Sections refer to
+// github.com/cloudevents/spec v1.0.2: core = spec.md, json =
+// formats/json-format.md, kafka = bindings/kafka-protocol-binding.md. The
+// reason is in brackets.
+//
+//   - JSON text is UTF-8 (RFC 8259 §8.1; a content-type charset other than
+//     UTF-8 too) [invalid_utf8] and one JSON object (json §3) [bad_json];
+//   - each attribute at most once (core §Context Attributes): a member name
+//     twice, escaped or not [duplicate_attribute], a ce_ header twice
+//     [bad_header];
+//   - specversion, id, source and type present and non-empty (core
+//     §REQUIRED Attributes; null is unset, json §2.2) [missing_attribute];
+//     specversion "1.0" [unsupported_specversion];
+//   - attribute values of their type (core §Type System, json §2.2): JSON
+//     strings; Strings without U+0000-U+001F, U+007F-U+009F, noncharacters
+//     or unpaired surrogates; source an RFC 3986 §4.1 URI-reference;
+//     dataschema a non-empty absolute URI (§4.3); time RFC 3339;
+//     datacontenttype an RFC 2046 type/subtype; subject non-empty
+//     [invalid_attribute];
+//   - extension names of a-z and 0-9 (core §Naming Conventions; the
+//     20-character limit is a SHOULD and not enforced), values a String,
+//     Boolean or Integer (integer component only, 32-bit), never an object
+//     or array (json §2.2) [invalid_attribute in structured mode,
+//     bad_header for a ce_ header name];
+//   - data and data_base64 are mutually exclusive (json §3.1.1)
+//     [conflicting_data]; data_base64 a JSON string of padded standard
+//     base64 without line breaks (RFC 4648 §4, §3.2, §3.3); data of a
+//     non-JSON datacontenttype a JSON string (json §3.1.2)
+//     [invalid_attribute];
+//   - header names and values UTF-8 (kafka §3.2.3) [bad_header]; the
+//     content-type header is the datacontenttype, and a ce_datacontenttype
+//     with another value contradicts it (kafka §3.2.1) [bad_header];
+//   - the structured content-type names the JSON event format (kafka
+//     §3.3.1, §1.3: no batch) [unsupported_format].
+//
+// The optional extension `tenantid` must be a string ([Tenant]).
 //
 // A body sent as JSON is valid UTF-8 JSON (issue 8 item 3): the structured
 // value is UTF-8 JSON; data declared as JSON (application/json, text/json,
