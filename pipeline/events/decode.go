@@ -249,6 +249,8 @@ func (m *message) readBinaryHeaders(haveCT bool) error {
 				if _, err := parseURIReference(value); err != nil && value != "" {
 					return invalid(ReasonInvalidAttribute, "source: %v", err)
 				}
+			case spec.Time:
+				value = strings.ToUpper(value) // RFC 3339 §5.6: "t" and "z" may be lower case (see parseTime)
 			case spec.DataSchema:
 				if _, err := parseAbsoluteURI(value); err != nil {
 					return invalid(ReasonInvalidAttribute, "dataschema: %v", err)

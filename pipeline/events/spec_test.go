@@ -173,6 +173,8 @@ func TestSpecAllowed(t *testing.T) {
 		{"RFC 2046: text in another declared charset is sent as bytes (base64)", &kgo.Record{Value: []byte("caf\xe9"), Headers: bin("content-type", "text/plain; charset=iso-8859-1")}, `"Y2Fm6Q=="`},
 		{"binary octet-stream may be any bytes", &kgo.Record{Value: []byte{0xff, 0xfe}, Headers: bin("content-type", "application/octet-stream")}, `"//4="`},
 		{"binary without content type: not UTF-8 is base64, never inline", &kgo.Record{Value: []byte("{\"s\":\"\xff\"}"), Headers: bin()}, `"eyJzIjoi/yJ9"`},
+		{"RFC 3339 §5.6: lower-case t and z", &kgo.Record{Value: ev(`,"time":"2018-04-05t17:31:00z"`), Headers: ceJSON}, "null"},
+		{"RFC 3339 §5.6: lower-case t and z in binary mode", &kgo.Record{Headers: bin("ce_time", "2018-04-05t17:31:00.5z")}, "null"},
 		{"RFC 3986: source with percent-encoding and a query", &kgo.Record{Value: []byte(`{"specversion":"1.0","id":"e1","source":"https://example.com/a%20b?x=1#f","type":"t"}`), Headers: ceJSON}, "null"},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -176,7 +177,7 @@ func decodeStructured(value []byte, contentType string) (*event.Event, *InvalidE
 	if v, ok, ierr := attr("time"); ierr != nil {
 		return nil, ierr
 	} else if ok {
-		t, err := types.ParseTime(v)
+		t, err := parseTime(v)
 		if err != nil {
 			return nil, invalid(ReasonInvalidAttribute, "time %q: MUST be an RFC 3339 timestamp", truncate(v, 64))
 		}
@@ -387,6 +388,14 @@ func isUTF8Charset(cs string) bool {
 		return true
 	}
 	return false
+}
+
+// parseTime reads an RFC 3339 timestamp (core spec §Type System). RFC 3339
+// §5.6 allows a lower-case "t" and "z" (ABNF literals are case-insensitive),
+// which Go's time.Parse refuses; the string has no other letters, so it is
+// upper-cased first.
+func parseTime(s string) (time.Time, error) {
+	return types.ParseTime(strings.ToUpper(s))
 }
 
 // checkMediaType checks ct as an RFC 2046 media type: type "/" subtype and
