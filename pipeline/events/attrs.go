@@ -85,35 +85,46 @@ func lowerHex(s string) bool {
 
 // DataJSON returns the event's data as the JSON value of the webhook body's
 // "data" member, by the rules in the package documentation (inline JSON, a
-// JSON string for text, a base64 JSON string for binary, null for none). The
-// result is not compacted and may share memory with the event. Data declared
-// JSON is returned as is, not validated again: [Decode] refuses events whose
-// JSON data is invalid, and webhook.Body validates while it compacts. The
-// error result is always nil today; it is kept for data rules that can fail.
+// JSON string for text, a base64 JSON string for binary, null for none).
+//
+// The result is canonical (see canonicalJSON): compact, with every string
+// written the same way (only '"', '\\' and control characters escaped), so
+// every serialisation of the same event gives the same bytes (issue 8 item
+// 1); member order and number literals are the producer's and are kept. It
+// may share memory with the event only when it is base64 or null.
+//
+// It fails with an [*InvalidError] only for data that [Decode] refuses:
+// JSON data that is not UTF-8 JSON (ReasonInvalidUTF8, ReasonBadJSON), and
+// text data in UTF-8 that is not valid UTF-8 (ReasonInvalidUTF8).
 func DataJSON(ev event.Event) (json.RawMessage, error) {
 	data := ev.DataEncoded
 	if len(data) == 0 {
 		return json.RawMessage("null"), nil
 	}
-	mt := mediaType(ev.DataContentType())
+	ct := ev.DataContentType()
+	mt := mediaType(ct)
 	switch {
 	case isJSONMediaType(mt):
-		return json.RawMessage(data), nil
+		if err := checkJSONData("data", data, ct); err != nil {
+			return nil, err
+		}
+		return canonicalJSON(data), nil
 	case ev.DataBase64:
 		return base64String(data), nil
 	case mt == "":
-		if json.Valid(data) {
-			return json.RawMessage(data), nil
-		}
-		if utf8.Valid(data) {
+		switch {
+		case !utf8.Valid(data):
+			return base64String(data), nil
+		case json.Valid(data):
+			return canonicalJSON(data), nil
+		default:
 			return jsonString(string(data)), nil
 		}
-		return base64String(data), nil
-	case isTextMediaType(mt):
-		if utf8.Valid(data) {
-			return jsonString(string(data)), nil
+	case isTextMediaType(mt) && textIsUTF8(ct):
+		if !utf8.Valid(data) {
+			return nil, invalid(ReasonInvalidUTF8, "data: not valid UTF-8 at byte %d for datacontenttype %q", firstInvalidUTF8(data), truncate(ct, 64))
 		}
-		return base64String(data), nil
+		return jsonString(string(data)), nil
 	default:
 		return base64String(data), nil
 	}
@@ -153,14 +164,8 @@ func base64String(b []byte) json.RawMessage {
 	return append(out, '"')
 }
 
-// jsonString encodes s as a JSON string without HTML escaping (the bytes
-// reach a receiver, not a browser). It cannot fail: s is valid UTF-8 and
-// any string marshals.
+// jsonString encodes s (valid UTF-8) as a canonical JSON string (see
+// appendCanonicalString): the same bytes whatever escapes s arrived with.
 func jsonString(s string) json.RawMessage {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	return json.RawMessage(strings.TrimSuffix(b.String(), "\n"))
+	return appendCanonicalString(make([]byte, 0, len(s)+2), s)
 }

@@ -32,14 +32,18 @@ const (
 	ReasonInvalidAttribute       = "invalid_attribute"       // an attribute or extension is present but malformed
 	ReasonUnsupportedSpecVersion = "unsupported_specversion" // specversion other than 1.0
 	ReasonUnsupportedFormat      = "unsupported_format"      // structured mode with an event format other than JSON
-	ReasonBadHeader              = "bad_header"              // duplicate, non-UTF-8 or misnamed ce_ / content-type header
+	ReasonBadHeader              = "bad_header"              // duplicate, non-UTF-8, misnamed or contradicting ce_ / content-type header
+	ReasonInvalidUTF8            = "invalid_utf8"            // JSON (the structured value, or data sent inline as JSON or text) is not valid UTF-8 Unicode
+	ReasonDuplicateAttribute     = "duplicate_attribute"     // a member name appears twice in a structured event
+	ReasonConflictingData        = "conflicting_data"        // a structured event has both data and data_base64
 	ReasonUnknown                = "unknown"                 // an error that is not an *InvalidError (see InvalidRecord)
 )
 
 // Reasons lists every reason code, in the order above.
 var Reasons = []string{
 	ReasonTooLarge, ReasonBadJSON, ReasonMissingAttribute, ReasonInvalidAttribute,
-	ReasonUnsupportedSpecVersion, ReasonUnsupportedFormat, ReasonBadHeader, ReasonUnknown,
+	ReasonUnsupportedSpecVersion, ReasonUnsupportedFormat, ReasonBadHeader,
+	ReasonInvalidUTF8, ReasonDuplicateAttribute, ReasonConflictingData, ReasonUnknown,
 }
 
 // InvalidError is the error of [Decode] for a record that is not a valid
@@ -77,8 +81,7 @@ var binaryVersions = spec.WithPrefix(headerPrefix)
 // [DefaultMaxBytes].
 //
 // Every failure is an [*InvalidError]; Decode never panics, whatever r holds
-// (a panic inside the SDK is turned into a ReasonBadJSON error: sdk-go v2.16.2
-// panics on `"data_base64": 1`, fixed upstream in cloudevents/sdk-go#1308).
+// (a panic inside the SDK would be turned into a ReasonBadJSON error).
 // The event's data may share memory with r.Value: neither may be modified
 // while the other is in use. Decode is safe for concurrent use.
 func Decode(r *kgo.Record, maxBytes int) (ev event.Event, err error) {
@@ -97,14 +100,16 @@ func Decode(r *kgo.Record, maxBytes int) (ev event.Event, err error) {
 	if err != nil {
 		return event.Event{}, err
 	}
-	e, err := binding.ToEvent(context.Background(), m)
-	if err != nil && m.structured {
-		e, err = retryJSONSuffixData(m.value, err)
-	}
-	if err != nil {
+	var e *event.Event
+	if m.structured {
+		var ierr *InvalidError
+		if e, ierr = decodeStructured(m.value, m.contentType); ierr != nil {
+			return event.Event{}, ierr
+		}
+	} else if e, err = binding.ToEvent(context.Background(), m); err != nil {
 		return event.Event{}, classify(err)
 	}
-	if err := check(e, m); err != nil {
+	if err := check(e, m.structured); err != nil {
 		return event.Event{}, err
 	}
 	return *e, nil
@@ -128,7 +133,6 @@ type message struct {
 	headers     []kgo.RecordHeader
 	structured  bool
 	contentType string               // the content-type header; "" when absent
-	format      format.Format        // structured mode only
 	version     spec.Version         // binary mode only
 	attributes  map[spec.Kind]string // binary mode: attribute kind -> value
 	extensions  map[string]string    // binary mode: extension name -> value
@@ -166,19 +170,15 @@ func newMessage(r *kgo.Record) (*message, error) {
 	}
 
 	if isEventFormat(m.contentType) {
-		f := format.Lookup(m.contentType)
-		if f != format.JSON {
+		if format.Lookup(m.contentType) != format.JSON {
 			return nil, invalid(ReasonUnsupportedFormat, "event format %q (only %s)", truncate(m.contentType, 64), event.ApplicationCloudEventsJSON)
 		}
-		if !looksLikeJSONObject(r.Value) {
-			return nil, invalid(ReasonBadJSON, "structured event is not a JSON object")
-		}
-		m.structured, m.format = true, f
+		m.structured = true
 		return m, nil
 	}
 	if specVersion == nil {
 		if !haveCT && looksLikeJSONObject(r.Value) {
-			m.structured, m.format = true, format.JSON
+			m.structured = true
 			return m, nil
 		}
 		return nil, invalid(ReasonMissingAttribute, "specversion: neither a ce_specversion header (binary mode) nor content-type %s (structured mode)", event.ApplicationCloudEventsJSON)
@@ -198,7 +198,23 @@ func newMessage(r *kgo.Record) (*message, error) {
 }
 
 // readBinaryHeaders checks the ce_ headers and sorts them into attributes
-// and extensions.
+// and extensions. The rules (spec v1.0.2; refusals in brackets):
+//
+//   - header names and values are UTF-8 (Kafka binding §3.2.3) [bad_header];
+//   - no ce_ header twice, names compared case-insensitively (core spec
+//     §Context Attributes: at most once) [bad_header];
+//   - extension names are a-z0-9 and not "data" (core spec §Naming
+//     Conventions) [bad_header];
+//   - every value is a String without control characters or noncharacters
+//     (core spec §Type System) [invalid_attribute]; source is an RFC 3986
+//     URI-reference and dataschema an absolute URI, checked on the header
+//     text itself because the SDK's url.Parse re-encodes what it accepts
+//     [invalid_attribute];
+//   - the content-type header is the datacontenttype (Kafka binding §3.2.1):
+//     an RFC 2046 media type [invalid_attribute]; a ce_datacontenttype
+//     header with another value contradicts it [bad_header].
+//
+// The SDK then checks time (RFC 3339) and the required attributes.
 func (m *message) readBinaryHeaders(haveCT bool) error {
 	m.attributes = make(map[spec.Kind]string, 8)
 	seen := make(map[string]struct{}, 8)
@@ -207,32 +223,59 @@ func (m *message) readBinaryHeaders(haveCT bool) error {
 		if !strings.HasPrefix(key, headerPrefix) {
 			continue
 		}
+		if !utf8.ValidString(h.Key) {
+			return invalid(ReasonBadHeader, "header name %q is not UTF-8 (Kafka binding §3.2.3)", truncate(strings.ToValidUTF8(key, "\uFFFD"), 64))
+		}
 		if _, dup := seen[key]; dup {
-			return invalid(ReasonBadHeader, "duplicate header %s", truncate(key, 64))
+			return invalid(ReasonBadHeader, "duplicate header %s (core spec §Context Attributes: at most once)", truncate(key, 64))
 		}
 		seen[key] = struct{}{}
 		if !utf8.Valid(h.Value) {
-			return invalid(ReasonBadHeader, "header %s is not UTF-8", truncate(key, 64))
+			return invalid(ReasonBadHeader, "header %s is not UTF-8 (Kafka binding §3.2.3)", truncate(key, 64))
+		}
+		name := strings.TrimPrefix(key, headerPrefix)
+		value := string(h.Value)
+		if err := checkString(value); err != nil {
+			return invalid(ReasonInvalidAttribute, "%s: %v", truncate(name, 64), err)
 		}
 		if attr := m.version.Attribute(key); attr != nil {
 			kind := attr.Kind()
-			if kind == spec.DataContentType && haveCT {
-				continue // §3.2.1: the content-type header is the datacontenttype
+			switch kind {
+			case spec.DataContentType:
+				if haveCT && value != m.contentType {
+					return invalid(ReasonBadHeader, "ce_datacontenttype %q contradicts the content-type header %q, which is the datacontenttype (Kafka binding §3.2.1)", truncate(value, 64), truncate(m.contentType, 64))
+				}
+			case spec.Source:
+				if _, err := parseURIReference(value); err != nil && value != "" {
+					return invalid(ReasonInvalidAttribute, "source: %v", err)
+				}
+			case spec.Time:
+				value = strings.ToUpper(value) // RFC 3339 §5.6: "t" and "z" may be lower case (see parseTime)
+			case spec.DataSchema:
+				if _, err := parseAbsoluteURI(value); err != nil {
+					return invalid(ReasonInvalidAttribute, "dataschema: %v", err)
+				}
 			}
-			m.attributes[kind] = string(h.Value)
+			m.attributes[kind] = value
 			continue
 		}
-		name := strings.TrimPrefix(key, headerPrefix)
-		if !event.IsExtensionNameValid(name) || name == "data" {
+		if checkAttributeName(name) != nil || name == "data" {
 			return invalid(ReasonBadHeader, "header %s: not a CloudEvents attribute or extension name", truncate(key, 64))
 		}
 		if m.extensions == nil {
 			m.extensions = make(map[string]string, 4)
 		}
-		m.extensions[name] = string(h.Value)
+		m.extensions[name] = value
 	}
 	if haveCT {
+		if err := checkMediaType(m.contentType); err != nil {
+			return invalid(ReasonInvalidAttribute, "datacontenttype: %v", err)
+		}
 		m.attributes[spec.DataContentType] = m.contentType
+	} else if v, ok := m.attributes[spec.DataContentType]; ok {
+		if err := checkMediaType(v); err != nil {
+			return invalid(ReasonInvalidAttribute, "datacontenttype: %v", err)
+		}
 	}
 	return nil
 }
@@ -244,11 +287,10 @@ func (m *message) ReadEncoding() binding.Encoding {
 	return binding.EncodingBinary
 }
 
-func (m *message) ReadStructured(ctx context.Context, w binding.StructuredWriter) error {
-	if !m.structured {
-		return binding.ErrNotStructured
-	}
-	return w.SetStructuredEvent(ctx, m.format, bytes.NewReader(m.value))
+// ReadStructured implements binding.Message. Structured records never
+// reach the SDK (Decode reads them with decodeStructured), so it refuses.
+func (m *message) ReadStructured(context.Context, binding.StructuredWriter) error {
+	return binding.ErrNotStructured
 }
 
 // ReadBinary writes the attributes in a fixed order (spec kinds, then
@@ -325,40 +367,6 @@ func looksLikeJSONObject(b []byte) bool {
 	return len(b) > 0 && b[0] == '{'
 }
 
-// retryJSONSuffixData works around the SDK reading the data of a structured
-// event whose datacontenttype has a +json suffix (e.g.
-// application/vnd.github+json) as a JSON string: the JSON event format
-// (json-format.md §3.1) says such data is a JSON value. The event is decoded
-// again without its data member, which is then set as is. first is returned
-// when the workaround does not apply.
-func retryJSONSuffixData(value []byte, first error) (*event.Event, error) {
-	var members map[string]json.RawMessage
-	if json.Unmarshal(value, &members) != nil {
-		return nil, first
-	}
-	var ct string
-	if raw, ok := members["datacontenttype"]; !ok || json.Unmarshal(raw, &ct) != nil || !isJSONMediaType(mediaType(ct)) {
-		return nil, first
-	}
-	data, ok := members["data"]
-	if !ok {
-		return nil, first
-	}
-	delete(members, "data")
-	rest, err := json.Marshal(members)
-	if err != nil {
-		return nil, first
-	}
-	e := event.New()
-	if err := json.Unmarshal(rest, &e); err != nil {
-		return nil, err
-	}
-	if !bytes.Equal(data, []byte("null")) {
-		e.DataEncoded = data
-	}
-	return &e, nil
-}
-
 // classify turns an error of the SDK into an *InvalidError.
 func classify(err error) *InvalidError {
 	var ie *InvalidError
@@ -388,7 +396,7 @@ func classify(err error) *InvalidError {
 
 // check validates a decoded event: the SDK's spec validation, then
 // hookrelay's own rules.
-func check(e *event.Event, m *message) *InvalidError {
+func check(e *event.Event, structured bool) *InvalidError {
 	if err := e.Validate(); err != nil {
 		var ve event.ValidationError
 		if !errors.As(err, &ve) {
@@ -411,13 +419,36 @@ func check(e *event.Event, m *message) *InvalidError {
 			return invalid(ReasonInvalidAttribute, "%s: must be a string", ExtensionTenant)
 		}
 	}
-	if !m.structured && len(e.DataEncoded) > 0 && isJSONMediaType(mediaType(e.DataContentType())) && !json.Valid(e.DataEncoded) {
-		return invalid(ReasonBadJSON, "data: not valid JSON for datacontenttype %q", truncate(e.DataContentType(), 64))
-	}
-	if e.DataBase64 && isJSONMediaType(mediaType(e.DataContentType())) && len(e.DataEncoded) > 0 && !json.Valid(e.DataEncoded) {
-		return invalid(ReasonBadJSON, "data_base64: not valid JSON for datacontenttype %q", truncate(e.DataContentType(), 64))
+	if !structured && len(e.DataEncoded) > 0 {
+		return checkBinaryData(e.DataEncoded, e.DataContentType())
 	}
 	return nil
+}
+
+// checkBinaryData checks the value of a binary-mode record that becomes
+// JSON in the webhook body (issue 8 item 3: no request leaves that a stock
+// Standard Webhooks verifier, which reads the body as text, cannot
+// verify): data of a JSON content type (application/json, text/json,
+// any +json) is UTF-8 JSON (RFC 8259 §8.1, Kafka binding §2.1); text data
+// (see isTextMediaType) without a charset or in UTF-8/US-ASCII is UTF-8
+// (RFC 2046 §4.1). Text in another declared charset and every other
+// content type is sent as base64 and needs no check.
+func checkBinaryData(data []byte, contentType string) *InvalidError {
+	mt := mediaType(contentType)
+	switch {
+	case isJSONMediaType(mt):
+		return checkJSONData("data", data, contentType)
+	case isTextMediaType(mt) && textIsUTF8(contentType) && !utf8.Valid(data):
+		return invalid(ReasonInvalidUTF8, "data: not valid UTF-8 at byte %d for datacontenttype %q (RFC 2046 §4.1)", firstInvalidUTF8(data), truncate(contentType, 64))
+	}
+	return nil
+}
+
+// textIsUTF8 reports whether text of content type ct is UTF-8: no charset
+// parameter, or utf-8 / us-ascii.
+func textIsUTF8(ct string) bool {
+	cs, ok := charset(ct)
+	return !ok || isUTF8Charset(cs)
 }
 
 // validationDetail renders an SDK validation error deterministically.

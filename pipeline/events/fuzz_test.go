@@ -27,6 +27,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0xff, 0x00}, "ce_specversion=1.0\nce_id=1\nce_source=urn:x\nce_type=t\ncontent-type=application/octet-stream")
 	f.Add([]byte("hello"), "ce_specversion=0.3")
 	f.Add([]byte(`{"specversion":"1.0","id":"1","source":"%zz","type":"t","time":"x"}`), "")
+	f.Add([]byte(`{"specversion": "1.0", "id": "b64", "source": "/qa", "type": "t", "data_base64": "AAECAw=="}`), "content-type=application/cloudevents+json")
+	f.Add([]byte(`{"specversion":"1.0","\u0069d":"x","id":"y","source":"\/qa","type":"t","data":{"a":"\u00e9\ud83d\ude00"},"data_base64":null}`), "content-type=application/cloudevents+json")
+	f.Add([]byte(`{"specversion":"1.0","id":"t","source":"/qa","type":"t","datacontenttype":"text/plain","data":"a\udead","ext":1e3}`), "")
+	f.Add([]byte("{\"s\":\"\xff\xfe ok\"}"), "ce_specversion=1.0\nce_id=e1\nce_source=/qa\nce_type=t.a\ncontent-type=application/json")
 	f.Fuzz(func(t *testing.T, value []byte, headers string) {
 		r := &kgo.Record{Value: value}
 		for line := range strings.SplitSeq(headers, "\n") {
