@@ -26,12 +26,12 @@ const (
 	// HeaderEventID, HeaderEventSource, HeaderEventType and HeaderTenant
 	// carry the event's id, source, type and tenantid as far as they can
 	// be recovered from the invalid record (see [InvalidRecord]); the same
-	// keys as on delivery records (retrytiers). Each is absent when not
+	// keys as on delivery records (pipeline/delivery). Each is absent when not
 	// found. They are what the record says, not validated attributes.
-	HeaderEventID     = retrytiers.HeaderEventID
-	HeaderEventSource = retrytiers.HeaderEventSource
-	HeaderEventType   = retrytiers.HeaderEventType
-	HeaderTenant      = retrytiers.HeaderTenant
+	HeaderEventID     = delivery.HeaderEventID
+	HeaderEventSource = delivery.HeaderEventSource
+	HeaderEventType   = delivery.HeaderEventType
+	HeaderTenant      = delivery.HeaderTenant
 )
 
 // MaxDetailBytes bounds the [HeaderReasonDetail] header and each of the
