@@ -226,9 +226,9 @@ func writeHex4(b *bytes.Buffer, r rune, digits string) {
 	}
 }
 
-// delivery is what fan-out makes of one event: the attributes it routes
+// fannedOut is what fan-out makes of one event: the attributes it routes
 // and logs by, and the exact webhook body bytes.
-type delivery struct {
+type fannedOut struct {
 	ID, Source, Type, Subject, DataContentType, DataSchema string
 	Time                                                   time.Time
 	Extensions                                             map[string]any
@@ -236,7 +236,7 @@ type delivery struct {
 	Body                                                   string
 }
 
-func deliveryOf(t testing.TB, r *kgo.Record) delivery {
+func deliveryOf(t testing.TB, r *kgo.Record) fannedOut {
 	t.Helper()
 	ev, err := Decode(r, 8<<20)
 	if err != nil {
@@ -257,7 +257,7 @@ func deliveryOf(t testing.TB, r *kgo.Record) delivery {
 	if !utf8.Valid(body) || !json.Valid(body) {
 		t.Fatalf("body is not valid UTF-8 JSON: %q", body)
 	}
-	return delivery{
+	return fannedOut{
 		ID: ev.ID(), Source: ev.Source(), Type: ev.Type(), Subject: ev.Subject(),
 		DataContentType: ev.DataContentType(), DataSchema: ev.DataSchema(), Time: ev.Time(),
 		Extensions: ev.Extensions(), Tenant: Tenant(ev), Body: string(body),
@@ -271,7 +271,7 @@ var recordTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func checkEquivalentForms(t *testing.T, name string, value []byte) {
 	t.Helper()
 	tree := parseTree(t, value)
-	var want delivery
+	var want fannedOut
 	for i, s := range jstyles {
 		form := s.write(tree)
 		got := deliveryOf(t, &kgo.Record{Value: form, Headers: ceJSON, Timestamp: recordTime})
@@ -399,7 +399,7 @@ func TestEquivalentSerialisationsDemoCorpus(t *testing.T) {
 		ev.WriteString(`}`)
 		tree := parseTree(t, ev.Bytes())
 		dataTree := parseTree(t, compact.Bytes())
-		var want delivery
+		var want fannedOut
 		for i, s := range jstyles {
 			got := deliveryOf(t, &kgo.Record{Value: s.write(tree), Headers: ceJSON})
 			if i == 0 {
