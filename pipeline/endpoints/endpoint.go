@@ -147,7 +147,8 @@ type Endpoint struct {
 	// new endpoint. Every delivery carries the incarnation it was fanned out
 	// for and is sent only while the endpoint still has it (see
 	// [Endpoint.Mismatch]). Records written by another producer may lack it
-	// (""): "" is then the incarnation, compared like any other value.
+	// (""): their identity is then unknown, and only the tenant and
+	// subscription checks apply.
 	Incarnation string
 
 	// ConfigError is set by the View when the record cannot be used (bad
@@ -535,26 +536,28 @@ const (
 // the endpoint's incarnation at fan-out, and the event's type and tenant
 // ("" for none). The rule, checked before every attempt:
 //
-//   - the same incarnation (exact comparison; "" is a value like any
-//     other, so a record without one that replaces a record with one is a
-//     new endpoint);
+//   - the same incarnation, when both the delivery and the endpoint have
+//     one (a delete and re-create through the Store makes a new one);
 //   - the same tenant as the event (an event without tenantid goes only to
 //     endpoints without a tenant, as in fan-out);
 //   - a pattern that still matches the event type.
 //
-// The tenant and subscription checks do not depend on the incarnation, so
-// they hold for records written by producers that know nothing of it (a
-// tenant changed in place, a filter narrowed, a delete and re-create
-// without an incarnation). What they cannot tell apart is a delete and
-// re-create by such a producer with the same tenant and a matching filter:
-// that delivery goes to the new endpoint, which is the same tenant's.
-// Changes that keep the identity (URL, secrets, pacing, timeouts) apply to
-// pending deliveries.
+// A record written by a producer that knows nothing of incarnations has
+// none, and a record cannot tell an update in place from a delete and
+// re-create (the tombstone between them may be compacted away, and views
+// must agree), so such a record's identity is unknown, not new. The tenant
+// and subscription checks do not depend on the incarnation: they catch a
+// tenant changed in place, a filter narrowed, and a delete and re-create
+// for another tenant or another subscription, whoever wrote them. What
+// they let through is a re-create without an incarnation for the same
+// tenant with a matching filter: the delivery goes to the same tenant's new
+// endpoint. Changes that keep the identity (URL, secrets, pacing,
+// timeouts) apply to pending deliveries.
 func (e *Endpoint) Mismatch(incarnation, eventType, tenant string) string {
 	switch {
 	case e == nil:
 		return ReasonEndpointDeleted
-	case e.Incarnation != incarnation:
+	case e.Incarnation != "" && incarnation != "" && e.Incarnation != incarnation:
 		return ReasonEndpointRecreated
 	case e.TenantID != tenant:
 		return ReasonTenantMismatch

@@ -25,15 +25,19 @@ func TestMismatch(t *testing.T) {
 		}), "inc-1", "c33.paid", "acme", ""},
 		{"deleted", nil, "inc-1", "c33.paid", "acme", ReasonEndpointDeleted},
 		{"re-created through the Store", with(func(e *Endpoint) { e.Incarnation = "inc-2" }), "inc-1", "c33.paid", "acme", ReasonEndpointRecreated},
-		{"re-created by another producer without an incarnation", with(func(e *Endpoint) { e.Incarnation = "" }), "inc-1", "c33.paid", "acme", ReasonEndpointRecreated},
+		{"updated in place by another producer (no incarnation): identity unknown, same tenant and filter", with(func(e *Endpoint) {
+			e.Incarnation, e.URL = "", "https://b.example/"
+		}), "inc-1", "c33.paid", "acme", ""},
 		{"an endpoint without incarnation stays itself", with(func(e *Endpoint) { e.Incarnation = "" }), "", "c33.paid", "acme", ""},
+		{"delivery from before incarnations, endpoint re-created since", with(func(e *Endpoint) { e.Incarnation = "inc-2" }), "", "c33.paid", "acme", ""},
+		{"re-created without incarnation, other filter", with(func(e *Endpoint) { e.Incarnation, e.EventTypes = "", []string{"c33.other"} }), "inc-1", "c33.paid", "acme", ReasonSubscriptionChanged},
 		{"tenant changed in place (no incarnation)", with(func(e *Endpoint) { e.Incarnation, e.TenantID = "", "globex" }), "", "c33.paid", "acme", ReasonTenantMismatch},
 		{"tenant changed, incarnation kept", with(func(e *Endpoint) { e.TenantID = "globex" }), "inc-1", "c33.paid", "acme", ReasonTenantMismatch},
 		{"tenant added to an endpoint of tenantless events", with(func(e *Endpoint) { e.TenantID = "acme" }), "inc-1", "c33.paid", "", ReasonTenantMismatch},
 		{"tenant removed: a tenant's event never goes to a tenantless endpoint", with(func(e *Endpoint) { e.TenantID = "" }), "inc-1", "c33.paid", "acme", ReasonTenantMismatch},
 		{"filter changed", with(func(e *Endpoint) { e.EventTypes = []string{"c33.other"} }), "inc-1", "c33.paid", "acme", ReasonSubscriptionChanged},
 		{"filter widened", with(func(e *Endpoint) { e.EventTypes = []string{"*"} }), "inc-1", "c33.paid", "acme", ""},
-		{"re-created without incarnation, other tenant", with(func(e *Endpoint) { e.Incarnation, e.TenantID = "", "globex" }), "", "c33.paid", "acme", ReasonTenantMismatch},
+		{"re-created without incarnation, other tenant", with(func(e *Endpoint) { e.Incarnation, e.TenantID = "", "globex" }), "inc-1", "c33.paid", "acme", ReasonTenantMismatch},
 	} {
 		if got := c.ep.Mismatch(c.incarnation, c.typ, c.tenant); got != c.want {
 			t.Errorf("%s: Mismatch = %q, want %q", c.name, got, c.want)
