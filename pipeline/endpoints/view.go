@@ -516,9 +516,7 @@ func (v *View) applyRecord(r *kgo.Record) (string, bool) {
 			e.ID = id
 		}
 		e.SetDefaults()
-		if bad == nil {
-			bad = e.Validate()
-		}
+		bad = errors.Join(bad, e.Validate())
 		if bad != nil {
 			// Kept, as invalid: visible, and its matches are recorded.
 			v.log.Warn("endpoints: invalid endpoint record; nothing is sent to it", "topic", r.Topic,

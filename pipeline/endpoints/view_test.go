@@ -366,12 +366,13 @@ func testLiveAndMalformed(t *testing.T, e *env) {
 	}
 
 	e.produce(t, e.endpoints, "live", endpointJSONFor(t, "live", "https://live.example/", "a.b"))
-	e.produce(t, e.endpoints, "keep", []byte(`{"id":"keep","url":`))                                                                       // bad JSON
-	e.produce(t, e.endpoints, "keep", endpointJSONFor(t, "keep", "ftp://keep.example/", "*"))                                              // invalid
-	e.produce(t, e.endpoints, "other", endpointJSONFor(t, "mismatch", "https://m.example/", "*"))                                          // key != id
-	e.produce(t, e.endpoints, "bad/key", endpointJSONFor(t, "bad/key", "https://m.example/", "*"))                                         // bad key
-	e.produce(t, e.state, "keep", []byte(`{"state":"paused","at":"2026-05-01T00:00:00Z"}`))                                                // invalid status
-	e.produce(t, e.endpoints, "nokey", []byte(`{"url":"https://nokey.example/","secrets":[{"value":"`+secretA+`"}],"event_types":["*"]}`)) // id from key
+	e.produce(t, e.endpoints, "keep", []byte(`{"id":"keep","url":`))                                                                                           // bad JSON
+	e.produce(t, e.endpoints, "keep", endpointJSONFor(t, "keep", "ftp://keep.example/", "*"))                                                                  // invalid
+	e.produce(t, e.endpoints, "other", endpointJSONFor(t, "mismatch", "https://m.example/", "*"))                                                              // key != id
+	e.produce(t, e.endpoints, "bad/key", endpointJSONFor(t, "bad/key", "https://m.example/", "*"))                                                             // bad key
+	e.produce(t, e.state, "keep", []byte(`{"state":"paused","at":"2026-05-01T00:00:00Z"}`))                                                                    // invalid status
+	e.produce(t, e.endpoints, "nokey", []byte(`{"url":"https://nokey.example/","secrets":[{"value":"`+secretA+`"}],"event_types":["*"]}`))                     // id from key
+	e.produce(t, e.endpoints, "typed", []byte(`{"url":"https://t.example/","secrets":[{"value":"`+secretA+`"}],"event_types":["a.*"],"rate_per_sec":"fast"}`)) // a member of the wrong type
 	if err := v.Sync(ctx); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
@@ -381,7 +382,7 @@ func testLiveAndMalformed(t *testing.T, e *env) {
 	if ep, ok := v.Get("live"); !ok || ep.URL != "https://live.example/" || !ep.Active() {
 		t.Errorf("live = %+v, %v", ep, ok)
 	}
-	invalid := map[string]string{"keep": "url: ", "other": "id: "}
+	invalid := map[string]string{"keep": "url: ", "other": "id: ", "typed": "rate_per_sec: "}
 	for id, field := range invalid {
 		ep, ok := v.Get(id)
 		if !ok {
@@ -411,7 +412,7 @@ func testLiveAndMalformed(t *testing.T, e *env) {
 	if got, want := ids(v.Match("a.b", "")), []string{"live", "nokey"}; !slices.Equal(got, want) {
 		t.Errorf("Match(a.b) = %v, want %v", got, want)
 	}
-	if got, want := ids(v.Subscribed("a.b", "")), []string{"keep", "live", "nokey", "other"}; !slices.Equal(got, want) {
+	if got, want := ids(v.Subscribed("a.b", "")), []string{"keep", "live", "nokey", "other", "typed"}; !slices.Equal(got, want) {
 		t.Errorf("Subscribed(a.b) = %v, want %v", got, want)
 	}
 
