@@ -20,26 +20,32 @@ import (
 // on the DLQ alike, so a record moves between topics unchanged but for the
 // headers a hop rewrites. They are defined here once; [Meta] is their codec.
 const (
-	HeaderDeliveryID     = "hookrelay-delivery-id"          // one per (event, endpoint); stable across attempts
-	HeaderWebhookID      = "hookrelay-webhook-id"           // Standard Webhooks webhook-id; stable, same for every endpoint
-	HeaderEndpointID     = "hookrelay-endpoint-id"          // also the record key
-	HeaderIncarnation    = "hookrelay-endpoint-incarnation" // the endpoint's incarnation at fan-out; absent when it had none
-	HeaderEventID        = "hookrelay-event-id"             // CloudEvents id
-	HeaderEventSource    = "hookrelay-event-source"         // CloudEvents source
-	HeaderEventType      = "hookrelay-event-type"           // CloudEvents type
-	HeaderTenant         = "hookrelay-tenant"               // CloudEvents tenantid extension; absent for none
-	HeaderEventTime      = "hookrelay-event-time"           // unix ms: the event's time, else its record timestamp; the queue TTL counts from it
-	HeaderAttempt        = "hookrelay-attempt"              // decimal: number of the next attempt, 1-based
-	HeaderDueAt          = "hookrelay-due-at"               // unix ms: the next attempt is not made before this
-	HeaderFirstAttemptAt = "hookrelay-first-attempt-at"     // unix ms: when attempt 1 was made; absent before it
-	HeaderLastError      = "hookrelay-last-error"           // error class of the previous attempt, e.g. "http_503"
-	HeaderPauseUntil     = "hookrelay-pause-until"          // unix ms: the endpoint is paused (429) until then
-	HeaderParks          = "hookrelay-parks"                // decimal: times parked without an attempt (backlog or pause)
-	HeaderHistory        = "hookrelay-history"              // JSON array of AttemptSummary, oldest first
-	HeaderReason         = "hookrelay-reason"               // DLQ and invalid records: why the record is there
-	HeaderTraceParent    = "traceparent"                    // W3C trace context (CloudEvents distributed tracing extension)
-	HeaderTraceState     = "tracestate"                     // W3C trace context
+	HeaderDeliveryID     = "hookrelay-delivery-id"      // one per (event, endpoint); stable across attempts
+	HeaderWebhookID      = "hookrelay-webhook-id"       // Standard Webhooks webhook-id; stable, same for every endpoint
+	HeaderEndpointID     = "hookrelay-endpoint-id"      // also the record key
+	HeaderEventID        = "hookrelay-event-id"         // CloudEvents id
+	HeaderEventSource    = "hookrelay-event-source"     // CloudEvents source
+	HeaderEventType      = "hookrelay-event-type"       // CloudEvents type
+	HeaderTenant         = "hookrelay-tenant"           // CloudEvents tenantid extension; absent for none
+	HeaderEventTime      = "hookrelay-event-time"       // unix ms: the event's time, else its record timestamp; the queue TTL counts from it
+	HeaderAttempt        = "hookrelay-attempt"          // decimal: number of the next attempt, 1-based
+	HeaderDueAt          = "hookrelay-due-at"           // unix ms: the next attempt is not made before this
+	HeaderFirstAttemptAt = "hookrelay-first-attempt-at" // unix ms: when attempt 1 was made; absent before it
+	HeaderLastError      = "hookrelay-last-error"       // error class of the previous attempt, e.g. "http_503"
+	HeaderPauseUntil     = "hookrelay-pause-until"      // unix ms: the endpoint is paused (429) until then
+	HeaderParks          = "hookrelay-parks"            // decimal: times parked without an attempt (backlog or pause)
+	HeaderHistory        = "hookrelay-history"          // JSON array of AttemptSummary, oldest first
+	HeaderReason         = "hookrelay-reason"           // DLQ and invalid records: why the record is there
+	HeaderTraceParent    = "traceparent"                // W3C trace context (CloudEvents distributed tracing extension)
+	HeaderTraceState     = "tracestate"                 // W3C trace context
 )
+
+// HeaderIncarnation is the endpoint's incarnation when the delivery was
+// fanned out (endpoints.Endpoint.Incarnation), absent when it had none. The
+// dispatcher sends the delivery only while the endpoint still has it (and
+// still matches the tenant and event type headers); a resend that puts a
+// DLQ record back on the deliveries topic gets the same check.
+const HeaderIncarnation = "hookrelay-endpoint-incarnation"
 
 // AttemptSummary is one past attempt as carried in [HeaderHistory], so a DLQ
 // record holds its whole story and a later resend needs no other store.
@@ -54,13 +60,10 @@ type AttemptSummary struct {
 // Meta is everything a delivery record carries besides its body. The zero
 // value of a time field means "absent" and encodes to no header.
 type Meta struct {
-	DeliveryID string
-	WebhookID  string
-	EndpointID string
-	// Incarnation is the endpoint's incarnation at fan-out (see
-	// endpoints.Endpoint.Incarnation); "" when it had none. An attempt is
-	// made only while the endpoint still has it.
-	Incarnation    string
+	DeliveryID     string
+	WebhookID      string
+	EndpointID     string
+	Incarnation    string // the endpoint's incarnation at fan-out (HeaderIncarnation); "" when it had none
 	EventID        string
 	EventSource    string
 	EventType      string
