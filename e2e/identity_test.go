@@ -16,18 +16,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// slow500 answers 500 after d: attempt 1 stays in flight for d, so the
+// answer500After answers 500 after d: attempt 1 stays in flight for d, so the
 // test can change the endpoint under it.
-func slow500(d time.Duration) behaviour {
+func answer500After(d time.Duration) behaviour {
 	return func(*request) answer {
 		time.Sleep(d) // simulates a slow receiver; not synchronization
 		return answer{Status: http.StatusInternalServerError}
 	}
 }
 
-// rawEndpoint writes an endpoint record to the endpoints topic as another
+// writeEndpointRecord writes an endpoint record to the endpoints topic as another
 // producer would (no incarnation, no CLI checks); value nil is a tombstone.
-func (h *harness) rawEndpoint(id string, value map[string]any) {
+func (h *harness) writeEndpointRecord(id string, value map[string]any) {
 	h.t.Helper()
 	var b []byte
 	if value != nil {
@@ -39,9 +39,9 @@ func (h *harness) rawEndpoint(id string, value map[string]any) {
 	h.produce(&kgo.Record{Topic: h.topic("endpoints"), Key: []byte(id), Value: b})
 }
 
-// finalRow waits for the final (not retry_scheduled) attempt row of endpoint
+// finalRowOf waits for the final (not retry_scheduled) attempt row of endpoint
 // id and event ev and returns it.
-func (h *harness) finalRow(timeout time.Duration, id, ev string) attemptRow {
+func (h *harness) finalRowOf(timeout time.Duration, id, ev string) attemptRow {
 	h.t.Helper()
 	var final attemptRow
 	h.waitAttempts(timeout, "the final row of "+id+"/"+ev, func(rows []attemptRow) (bool, string) {
@@ -61,9 +61,9 @@ func (h *harness) finalRow(timeout time.Duration, id, ev string) attemptRow {
 	return final
 }
 
-// dlqByEndpoint reads the DLQ until want records are there and returns
+// dlqSummary reads the DLQ until want records are there and returns
 // "endpoint event-id reason" for each.
-func (h *harness) dlqEntries(want int) []string {
+func (h *harness) dlqSummary(want int) []string {
 	h.t.Helper()
 	recs := h.readTopic(h.topic("dlq"), 60*time.Second, func(got []*kgo.Record) (bool, string) {
 		return len(got) >= want, fmt.Sprintf("%d of %d DLQ records", len(got), want)
@@ -84,7 +84,7 @@ func (h *harness) dlqEntries(want int) []string {
 // not go to globex's URL.
 func TestRecreatedEndpointGetsNoPendingDelivery(t *testing.T) {
 	h := newHarness(t, config{RetrySchedule: "1s,1s"})
-	acme := newReceiver(t, "acme", slow500(4*time.Second))
+	acme := newReceiver(t, "acme", answer500After(4*time.Second))
 	globex := newReceiver(t, "globex", always(http.StatusOK))
 	h.addEndpoint(endpoint{ID: "x", URL: acme.URL, Secret: acme.Secret, Events: []string{"c33.*"}, Tenant: "acme"})
 	h.start("identity-1")
@@ -94,7 +94,7 @@ func TestRecreatedEndpointGetsNoPendingDelivery(t *testing.T) {
 	h.cli("endpoints", "delete", "x")
 	h.cli("endpoints", "add", "--id", "x", "--url", globex.URL, "--secret", globex.Secret, "--events", "c33.other", "--tenant", "globex")
 
-	final := h.finalRow(60*time.Second, "x", "c33-1")
+	final := h.finalRowOf(60*time.Second, "x", "c33-1")
 	if final.Outcome != "abandoned" || final.ErrorClass != "endpoint_recreated" {
 		t.Errorf("final row of x/c33-1: %s %q, want abandoned endpoint_recreated", final.Outcome, final.ErrorClass)
 	}
@@ -107,7 +107,7 @@ func TestRecreatedEndpointGetsNoPendingDelivery(t *testing.T) {
 	if n := acme.Count(); n != 1 {
 		t.Errorf("acme received %d requests, want 1 (attempt 1 only)", n)
 	}
-	got := h.dlqEntries(1)
+	got := h.dlqSummary(1)
 	if len(got) != 1 || got[0] != "x c33-1 abandoned" {
 		t.Errorf("DLQ %v, want [x c33-1 abandoned]", got)
 	}
@@ -124,7 +124,7 @@ func TestIdentityChangesByAnotherProducer(t *testing.T) {
 	h := newHarness(t, config{RetrySchedule: "1s,1s"})
 	slow := map[string]*receiver{}
 	for _, id := range []string{"r-tenant", "r-filter", "r-recreate", "r-url"} {
-		slow[id] = newReceiver(t, id, slow500(4*time.Second))
+		slow[id] = newReceiver(t, id, answer500After(4*time.Second))
 		h.addEndpoint(endpoint{ID: id, URL: slow[id].URL, Secret: slow[id].Secret, Events: []string{"c34." + id + ".*"}, Tenant: "acme"})
 	}
 	other := newReceiver(t, "other", always(http.StatusOK))
@@ -148,11 +148,11 @@ func TestIdentityChangesByAnotherProducer(t *testing.T) {
 		return map[string]any{"id": id, "url": url, "secrets": []map[string]string{{"value": secret}},
 			"event_types": events, "tenantid": tenant}
 	}
-	h.rawEndpoint("r-tenant", raw("r-tenant", other.URL, other.Secret, "globex", "c34.r-tenant.*"))
-	h.rawEndpoint("r-filter", raw("r-filter", other.URL, other.Secret, "acme", "c34.other"))
-	h.rawEndpoint("r-recreate", nil)
-	h.rawEndpoint("r-recreate", raw("r-recreate", other.URL, other.Secret, "globex", "c34.r-recreate.*"))
-	h.rawEndpoint("r-url", raw("r-url", moved.URL, moved.Secret, "acme", "c34.r-url.*"))
+	h.writeEndpointRecord("r-tenant", raw("r-tenant", other.URL, other.Secret, "globex", "c34.r-tenant.*"))
+	h.writeEndpointRecord("r-filter", raw("r-filter", other.URL, other.Secret, "acme", "c34.other"))
+	h.writeEndpointRecord("r-recreate", nil)
+	h.writeEndpointRecord("r-recreate", raw("r-recreate", other.URL, other.Secret, "globex", "c34.r-recreate.*"))
+	h.writeEndpointRecord("r-url", raw("r-url", moved.URL, moved.Secret, "acme", "c34.r-url.*"))
 
 	want := map[string]string{
 		"r-tenant":   "abandoned tenant_mismatch",
@@ -161,7 +161,7 @@ func TestIdentityChangesByAnotherProducer(t *testing.T) {
 		"r-url":      "delivered ",
 	}
 	for id, w := range want {
-		r := h.finalRow(60*time.Second, id, "c34-"+id)
+		r := h.finalRowOf(60*time.Second, id, "c34-"+id)
 		if got := r.Outcome + " " + r.ErrorClass; got != w {
 			t.Errorf("%s: final row %q, want %q", id, got, w)
 		}
@@ -191,7 +191,7 @@ func TestNotSentMatchesLeaveATrace(t *testing.T) {
 	h.cli("endpoints", "disable", "off", "--reason", "customer request")
 	p := h.start("skipped-1")
 	h.produce(cloudEvent{ID: "c35-0", Source: "/qa", Type: "c35.paid", Time: time.Now(), Data: 0}.structured(h.topic("events"), nil))
-	h.finalRow(60*time.Second, "gone", "c35-0")
+	h.finalRowOf(60*time.Second, "gone", "c35-0")
 	eventually(t, 30*time.Second, "gone disabled by the pipeline", func() (bool, string) {
 		out := h.cli("endpoints", "get", "gone")
 		return strings.Contains(out, `"effective_status": "disabled"`), out
@@ -223,7 +223,7 @@ func TestNotSentMatchesLeaveATrace(t *testing.T) {
 		t.Errorf("requests: off %d, gone %d; want 0 and 1", off.Count(), gone.Count())
 	}
 	dlq := map[string]int{}
-	for _, e := range h.dlqEntries(8) {
+	for _, e := range h.dlqSummary(8) {
 		f := strings.Fields(e)
 		dlq[f[0]+" "+f[2]]++
 	}
@@ -251,7 +251,7 @@ func TestInvalidEndpointIsVisible(t *testing.T) {
 	wantField := map[string]string{"bad-secret": "secrets[0].value", "short-key": "secrets[0].value", "userinfo": "url"}
 	for id, v := range bad {
 		v["id"] = id
-		h.rawEndpoint(id, v)
+		h.writeEndpointRecord(id, v)
 	}
 	for id, field := range wantField {
 		out := h.cli("endpoints", "get", id)
@@ -277,14 +277,14 @@ func TestInvalidEndpointIsVisible(t *testing.T) {
 	h.start("invalid-1")
 	h.produce(cloudEvent{ID: "c36-1", Source: "/qa", Type: "c36.paid", Time: time.Now(), Data: 1}.structured(h.topic("events"), nil))
 	for id := range bad {
-		r := h.finalRow(60*time.Second, id, "c36-1")
+		r := h.finalRowOf(60*time.Second, id, "c36-1")
 		if r.Outcome != "config_error" {
 			t.Errorf("%s: outcome %s %q, want config_error", id, r.Outcome, r.ErrorClass)
 		}
 	}
-	h.finalRow(60*time.Second, "ok", "c36-1")
+	h.finalRowOf(60*time.Second, "ok", "c36-1")
 	dlq := map[string]bool{}
-	for _, e := range h.dlqEntries(3) {
+	for _, e := range h.dlqSummary(3) {
 		dlq[e] = true
 	}
 	for id := range bad {
