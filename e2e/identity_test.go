@@ -16,14 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// answer500After answers 500 after d: attempt 1 stays in flight for d, so the
-// test can change the endpoint under it.
-func answer500After(d time.Duration) behaviour {
-	return func(*request) answer {
-		time.Sleep(d) // simulates a slow receiver; not synchronization
-		return answer{Status: http.StatusInternalServerError}
-	}
-}
+// inFlightTimeout is the endpoint timeout of the receivers whose attempt 1
+// hangs while a test changes the endpoint under it; the test releases them
+// (503) once its changes are written, so a slow CLI cannot race attempt 2.
+const inFlightTimeout = 60 * time.Second
 
 // writeEndpointRecord writes an endpoint record to the endpoints topic as another
 // producer would (no incarnation, no CLI checks); value nil is a tombstone.
@@ -81,35 +77,88 @@ func (h *harness) dlqSummary(want int) []string {
 // TestRecreatedEndpointGetsNoPendingDelivery is the field report of item 4
 // through the CLI: endpoint x (tenant acme) is deleted and re-created as
 // tenant globex while attempt 1 of acme's event is in flight; attempt 2 must
-// not go to globex's URL.
+// not go to globex's URL. Beside it, under the same in-flight attempt: y's
+// tenant is changed by `endpoints update`, z is deleted and re-created for
+// the same tenant and filter at another URL (a new endpoint all the same),
+// and w gets a new URL and a rotated secret (the same endpoint: its retry
+// follows the change).
 func TestRecreatedEndpointGetsNoPendingDelivery(t *testing.T) {
 	h := newHarness(t, config{RetrySchedule: "1s,1s"})
-	acme := newReceiver(t, "acme", answer500After(4*time.Second))
+	first := map[string]*receiver{}
+	for _, id := range []string{"x", "y", "z", "w"} {
+		first[id] = newReceiver(t, "first-"+id, hang())
+		h.addEndpoint(endpoint{ID: id, URL: first[id].URL, Secret: first[id].Secret, Events: []string{"c33." + id + ".*"}, Tenant: "acme", Timeout: inFlightTimeout})
+	}
 	globex := newReceiver(t, "globex", always(http.StatusOK))
-	h.addEndpoint(endpoint{ID: "x", URL: acme.URL, Secret: acme.Secret, Events: []string{"c33.*"}, Tenant: "acme"})
+	again := newReceiver(t, "again", always(http.StatusOK))
+	moved := newReceiver(t, "moved", always(http.StatusOK))
 	h.start("identity-1")
-	h.produce(cloudEvent{ID: "c33-1", Source: "/qa", Type: "c33.paid", Tenant: "acme", Time: time.Now(), Data: map[string]int{"n": 1}}.
-		structured(h.topic("events"), []byte("c33-1")))
-	eventually(t, 60*time.Second, "attempt 1 at acme", func() (bool, string) { return acme.Count() >= 1, "no request yet" })
+	for id := range first {
+		ev := "c33-" + id
+		h.produce(cloudEvent{ID: ev, Source: "/qa", Type: "c33." + id + ".paid", Tenant: "acme", Time: time.Now(), Data: map[string]string{"e": id}}.
+			structured(h.topic("events"), []byte(ev)))
+	}
+	eventually(t, 60*time.Second, "attempt 1 at every endpoint", func() (bool, string) {
+		var missing []string
+		for id, rc := range first {
+			if rc.Count() == 0 {
+				missing = append(missing, id)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("no request yet at %v", missing)
+	})
 	h.cli("endpoints", "delete", "x")
 	h.cli("endpoints", "add", "--id", "x", "--url", globex.URL, "--secret", globex.Secret, "--events", "c33.other", "--tenant", "globex")
-
-	final := h.finalRowOf(60*time.Second, "x", "c33-1")
-	if final.Outcome != "abandoned" || final.ErrorClass != "endpoint_recreated" {
-		t.Errorf("final row of x/c33-1: %s %q, want abandoned endpoint_recreated", final.Outcome, final.ErrorClass)
+	h.cli("endpoints", "update", "--id", "y", "--tenant", "globex")
+	h.cli("endpoints", "delete", "z")
+	h.cli("endpoints", "add", "--id", "z", "--url", again.URL, "--secret", again.Secret, "--events", "c33.z.*", "--tenant", "acme")
+	h.cli("endpoints", "update", "--id", "w", "--url", moved.URL, "--secret", moved.Secret)
+	for _, rc := range first {
+		rc.Release() // attempt 1 ends with a 503; attempt 2 meets the changed endpoints
 	}
-	if final.Tenant != "acme" {
-		t.Errorf("final row tenant %q, want acme", final.Tenant)
+
+	want := map[string]string{
+		"x": "abandoned endpoint_recreated",
+		"y": "abandoned tenant_mismatch",
+		"z": "abandoned endpoint_recreated",
+		"w": "delivered ",
+	}
+	for id, w := range want {
+		final := h.finalRowOf(60*time.Second, id, "c33-"+id)
+		if got := final.Outcome + " " + final.ErrorClass; got != w {
+			t.Errorf("final row of %s/c33-%s: %q, want %q", id, id, got, w)
+		}
+		if final.Tenant != "acme" {
+			t.Errorf("final row of %s: tenant %q, want acme", id, final.Tenant)
+		}
 	}
 	if n := globex.Count(); n != 0 {
 		t.Errorf("globex received %d requests carrying acme's event, want 0", n)
 	}
-	if n := acme.Count(); n != 1 {
-		t.Errorf("acme received %d requests, want 1 (attempt 1 only)", n)
+	if n := again.Count(); n != 0 {
+		t.Errorf("the re-created z received %d requests for the old z's event, want 0", n)
 	}
-	got := h.dlqSummary(1)
-	if len(got) != 1 || got[0] != "x c33-1 abandoned" {
-		t.Errorf("DLQ %v, want [x c33-1 abandoned]", got)
+	if n := moved.Count(); n != 1 {
+		t.Errorf("w's new URL received %d requests, want 1", n)
+	}
+	for _, rq := range moved.Requests() {
+		if rq.VerifyErr != nil {
+			t.Errorf("w's retry does not verify with the rotated secret: %v", rq.VerifyErr)
+		}
+	}
+	for id, rc := range first {
+		if n := rc.Count(); n != 1 {
+			t.Errorf("%s's first URL received %d requests, want 1 (attempt 1 only)", id, n)
+		}
+	}
+	got := map[string]bool{}
+	for _, e := range h.dlqSummary(3) {
+		got[e] = true
+	}
+	for _, id := range []string{"x", "y", "z"} {
+		if e := id + " c33-" + id + " abandoned"; !got[e] {
+			t.Errorf("DLQ %v lacks %q", got, e)
+		}
 	}
 }
 
@@ -124,8 +173,8 @@ func TestIdentityChangesByAnotherProducer(t *testing.T) {
 	h := newHarness(t, config{RetrySchedule: "1s,1s"})
 	slow := map[string]*receiver{}
 	for _, id := range []string{"r-tenant", "r-filter", "r-recreate", "r-url"} {
-		slow[id] = newReceiver(t, id, answer500After(4*time.Second))
-		h.addEndpoint(endpoint{ID: id, URL: slow[id].URL, Secret: slow[id].Secret, Events: []string{"c34." + id + ".*"}, Tenant: "acme"})
+		slow[id] = newReceiver(t, id, hang())
+		h.addEndpoint(endpoint{ID: id, URL: slow[id].URL, Secret: slow[id].Secret, Events: []string{"c34." + id + ".*"}, Tenant: "acme", Timeout: inFlightTimeout})
 	}
 	other := newReceiver(t, "other", always(http.StatusOK))
 	moved := newReceiver(t, "moved", always(http.StatusOK))
@@ -153,6 +202,9 @@ func TestIdentityChangesByAnotherProducer(t *testing.T) {
 	h.writeEndpointRecord("r-recreate", nil)
 	h.writeEndpointRecord("r-recreate", raw("r-recreate", other.URL, other.Secret, "globex", "c34.r-recreate.*"))
 	h.writeEndpointRecord("r-url", raw("r-url", moved.URL, moved.Secret, "acme", "c34.r-url.*"))
+	for _, rc := range slow {
+		rc.Release()
+	}
 
 	want := map[string]string{
 		"r-tenant":   "abandoned tenant_mismatch",
