@@ -38,7 +38,10 @@ const (
 	Gone Outcome = "gone"
 	// Blocked: the SSRF guard refused the resolved address; permanent.
 	Blocked Outcome = "blocked"
-	// Abandoned: the endpoint was disabled or deleted; no request was sent.
+	// Abandoned: the endpoint was disabled or deleted, or is no longer the
+	// endpoint the delivery was made for (re-created, another tenant, a
+	// subscription that no longer matches); no request was sent. ErrorClass
+	// says which (e.g. "endpoint_recreated", "tenant_mismatch").
 	Abandoned Outcome = "abandoned"
 	// Exhausted: the last attempt of the retry schedule failed; the delivery
 	// went to the DLQ.
@@ -46,10 +49,18 @@ const (
 	// Expired: the event was older than the queue TTL before an attempt; no
 	// request was sent and the delivery went to the DLQ.
 	Expired Outcome = "expired"
+	// Skipped: fan-out matched the event to an endpoint that is not active
+	// (ErrorClass e.g. "endpoint_disabled", "endpoint_gone"); no request
+	// was sent and the delivery went to the DLQ, so it can be resent.
+	Skipped Outcome = "skipped"
+	// ConfigError: the endpoint's config cannot be used (an invalid record
+	// written by another producer; ErrorMessage names the field and why);
+	// no request was sent and the delivery went to the DLQ.
+	ConfigError Outcome = "config_error"
 )
 
 // Outcomes lists every Outcome, in the order above.
-var Outcomes = []Outcome{Delivered, RetryScheduled, Failed, Gone, Blocked, Abandoned, Exhausted, Expired}
+var Outcomes = []Outcome{Delivered, RetryScheduled, Failed, Gone, Blocked, Abandoned, Exhausted, Expired, Skipped, ConfigError}
 
 // Valid reports whether o is one of [Outcomes].
 func (o Outcome) Valid() bool {
@@ -69,7 +80,7 @@ func (o Outcome) Final() bool { return o != RetryScheduled }
 const MaxResponseBody = 4 << 10
 
 // Attempt is one row of the delivery log: one real HTTP attempt, or one
-// decision not to send (abandoned, expired, exhausted).
+// decision not to send (abandoned, expired, skipped, config_error).
 //
 // Its JSON form is the value of a record on the attempts topic, keyed by
 // EndpointID. AttemptID is made once per attempt and is the deduplication key

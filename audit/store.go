@@ -125,7 +125,7 @@ type EndpointSummary struct {
 	Outcomes map[Outcome]int64
 	// LatencyP50 and LatencyP99 are exact quantiles of LatencyMs (millisecond
 	// resolution) over the attempts that went to the network: every outcome
-	// except Abandoned, Expired and Blocked. The q-quantile of n sorted
+	// except Abandoned, Expired, Blocked, Skipped and ConfigError. The q-quantile of n sorted
 	// latencies is the one at index floor(q*n) (0-based), as ClickHouse's
 	// quantileExact computes it. Zero when there is no such attempt.
 	LatencyP50 time.Duration
@@ -141,7 +141,7 @@ const (
 // WentToNetwork reports whether an attempt with outcome o made (or tried to
 // make) a request, so its latency counts in EndpointSummary.
 func (o Outcome) WentToNetwork() bool {
-	return o != Abandoned && o != Expired && o != Blocked
+	return o != Abandoned && o != Expired && o != Blocked && o != Skipped && o != ConfigError
 }
 
 // MinTime and MaxTime bound the times a Store holds: the range of a

@@ -488,8 +488,11 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 	now := time.Now()
 	it := &item{off: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), meta: meta, queuedAt: now}
 	ep, ok := d.o.Endpoints.Get(meta.EndpointID)
-	if !ok || !ep.Active() {
-		d.finish(p, r.Offset, d.conclude(d.runCtx, it, ep, audit.Abandoned, now))
+	if !ok {
+		ep = nil
+	}
+	if v := checkIdentity(&meta, ep); v.outcome != "" {
+		d.finish(p, r.Offset, d.refuse(d.runCtx, it, ep, v, now))
 		return
 	}
 	if d.o.Policy.Expired(meta, now) {

@@ -103,9 +103,13 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 		// The endpoint may have been disabled, deleted or re-paced since
 		// its deliveries were queued.
 		ep, ok := d.o.Endpoints.Get(q.id)
-		if ok && ep.Active() {
+		if !ok {
+			ep = nil
+		}
+		usable := ok && ep.Active()
+		if usable {
 			if _, err := d.limiter(ep); err != nil {
-				ok = false
+				usable = false
 			}
 		}
 		p.mu.Lock()
@@ -115,9 +119,13 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			return
 		}
 		now := time.Now()
-		if !ok || !ep.Active() {
+		if !usable {
 			d.drain(p, q, func(it *item) {
-				d.complete(p, it.off, d.conclude(p.ctx, it, ep, audit.Abandoned, now))
+				v := checkIdentity(&it.meta, ep)
+				if v.outcome == "" { // active, but its limits are unusable
+					v = verdict{outcome: audit.ConfigError, class: classInvalid, message: "endpoint pacing limits cannot be used; not sent"}
+				}
+				d.complete(p, it.off, d.refuse(p.ctx, it, ep, v, now))
 			})
 		}
 		// A pause of at least the smallest tier (a 429), or deliveries
@@ -219,9 +227,12 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	}
 	now := time.Now()
 	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
-	if !ok || !ep.Active() {
+	if !ok {
+		ep = nil
+	}
+	if v := checkIdentity(&it.meta, ep); v.outcome != "" {
 		release()
-		d.complete(p, it.off, d.conclude(p.ctx, it, ep, audit.Abandoned, now))
+		d.complete(p, it.off, d.refuse(p.ctx, it, ep, v, now))
 		return
 	}
 	if d.o.Policy.Expired(it.meta, now) {

@@ -16,17 +16,22 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 	"github.com/hookrelay/hookrelay/pipeline/events"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
-// Matcher returns the active endpoints subscribed to an event type for a
-// tenant ("" for events without one). The endpoints view implements it; it
-// must be safe for concurrent use.
+// Matcher returns every endpoint subscribed to an event type for a tenant
+// ("" for events without one), whatever its status: fan-out sends to the
+// active ones and records why it does not send to the others. The rule is
+// endpoints.Endpoint.Matches: the tenants are equal, so an event without a
+// tenantid goes only to endpoints without a tenant, and an event with one
+// only to that tenant's endpoints. The endpoints view implements it
+// (View.Subscribed); it must be safe for concurrent use.
 type Matcher interface {
-	Match(eventType, tenant string) []*endpoints.Endpoint
+	Subscribed(eventType, tenant string) []*endpoints.Endpoint
 }
 
 // maxInvalidValue is the largest value copied to events.invalid.
@@ -69,7 +74,9 @@ type FanoutOptions struct {
 
 // Fanout consumes the events topic and produces one delivery record per
 // (event, matching active endpoint) to the deliveries topic, keyed by
-// endpoint ID. Each poll's records are produced and their offsets committed
+// endpoint ID. A match with an endpoint that is not active becomes an
+// attempt row (skipped; config_error for an invalid endpoint) on the
+// attempts topic and a DLQ record instead. Each poll's records are produced and their offsets committed
 // in one Kafka transaction, so a crash neither loses nor forks a delivery;
 // a record that is not a valid CloudEvent goes to events.invalid with its
 // reason in the same transaction.
@@ -229,7 +236,7 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 	}
 	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
 	tenant := events.Tenant(ev)
-	eps := f.o.Endpoints.Match(ev.Type(), tenant)
+	eps := f.o.Endpoints.Subscribed(ev.Type(), tenant)
 	if len(eps) == 0 {
 		f.m.unmatched.Add(ctx, 1)
 		return out
@@ -250,17 +257,25 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 		TraceParent: tp,
 		TraceState:  ts,
 	}
+	now := time.Now()
+	sent := 0
 	for _, ep := range eps {
 		m.EndpointID = ep.ID
+		m.Incarnation = ep.Incarnation
 		m.DeliveryID = DeliveryID(m.WebhookID, ep.ID)
+		if v := statusVerdict(ep, audit.Skipped); v.outcome != "" {
+			out = append(out, f.notSent(ctx, ep, m, body, v, now)...)
+			continue
+		}
 		out = append(out, &kgo.Record{
 			Topic:   f.o.Topics.Deliveries,
 			Key:     []byte(ep.ID),
 			Value:   body,
 			Headers: m.Headers(),
 		})
+		sent++
 	}
-	f.m.fannedOut.Add(ctx, int64(len(eps)))
+	f.m.fannedOut.Add(ctx, int64(sent))
 	return out
 }
 

@@ -14,7 +14,7 @@ import (
 
 type fakeMatcher []*endpoints.Endpoint
 
-func (f fakeMatcher) Match(eventType, tenant string) []*endpoints.Endpoint {
+func (f fakeMatcher) Subscribed(eventType, tenant string) []*endpoints.Endpoint {
 	var out []*endpoints.Endpoint
 	for _, e := range f {
 		if e.Matches(eventType, tenant) {

@@ -15,6 +15,7 @@ type metrics struct {
 	attempts        metric.Int64Counter // hookrelay.attempts{outcome}
 	attemptLatency  metric.Float64Histogram
 	parked          metric.Int64Counter // hookrelay.deliveries.parked{reason}
+	notSent         metric.Int64Counter // hookrelay.deliveries.not_sent{outcome,reason}
 	txnAborts       metric.Int64Counter // hookrelay.transactions.aborted{stage}
 	duplicateSkips  metric.Int64Counter // hookrelay.deliveries.skipped_finished
 	backlog         metric.Int64UpDownCounter
@@ -30,13 +31,14 @@ func newMetrics(m metric.Meter) *metrics {
 	// here; the returned instrument is then a no-op, never nil.
 	var ms metrics
 	ms.events, _ = m.Int64Counter("hookrelay.events", metric.WithDescription("Records read from the events topic, by result (valid, invalid)."))
-	ms.unmatched, _ = m.Int64Counter("hookrelay.events.unmatched", metric.WithDescription("Valid events that matched no active endpoint."))
+	ms.unmatched, _ = m.Int64Counter("hookrelay.events.unmatched", metric.WithDescription("Valid events that matched no endpoint (active or not)."))
 	ms.fannedOut, _ = m.Int64Counter("hookrelay.deliveries.created", metric.WithDescription("Delivery records produced by fan-out, one per (event, endpoint)."))
 	ms.attempts, _ = m.Int64Counter("hookrelay.attempts", metric.WithDescription("Delivery attempts by outcome."))
 	ms.attemptLatency, _ = m.Float64Histogram("hookrelay.attempt.duration", metric.WithUnit("s"),
 		metric.WithDescription("HTTP attempt latency, request start to response headers or error."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 	ms.parked, _ = m.Int64Counter("hookrelay.deliveries.parked", metric.WithDescription("Deliveries parked in a delay tier without an attempt, by reason (backlog, paused)."))
+	ms.notSent, _ = m.Int64Counter("hookrelay.deliveries.not_sent", metric.WithDescription("Deliveries ended without a request, each with an attempt row and a DLQ record, by outcome (skipped, config_error, abandoned) and reason (endpoint_disabled, endpoint_recreated, tenant_mismatch, …)."))
 	ms.txnAborts, _ = m.Int64Counter("hookrelay.transactions.aborted", metric.WithDescription("Kafka transactions that ended in an abort (their work is redone), by stage."))
 	ms.duplicateSkips, _ = m.Int64Counter("hookrelay.deliveries.skipped_finished", metric.WithDescription("Re-read deliveries skipped because the commit metadata says they already finished."))
 	ms.backlog, _ = m.Int64UpDownCounter("hookrelay.dispatch.backlog", metric.WithDescription("Deliveries read and not yet attempted, across this process's endpoints."))

@@ -100,11 +100,12 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 					if reason != "" {
 						st = endpoints.State(string(st) + " (" + reason + ")")
 					}
+					masked := e.Masked()
 					var secrets []string
-					for _, sec := range e.Masked().Secrets {
+					for _, sec := range masked.Secrets {
 						secrets = append(secrets, sec.Value)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", e.ID, st, e.URL, strings.Join(e.EventTypes, ","),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", e.ID, st, masked.URL, strings.Join(e.EventTypes, ","),
 						e.TenantID, e.RatePerSec, e.MaxInFlight, strings.Join(secrets, " "))
 				}
 				return tw.Flush()
@@ -476,6 +477,29 @@ func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *end
 	return err
 }
 
+// fieldProblems lists the problems of a joined validation error, each
+// {"field", "problem"} (or just the text when it names no field).
+func fieldProblems(err error) []map[string]string {
+	var out []map[string]string
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		var fe *endpoints.FieldError
+		if errors.As(err, &fe) {
+			out = append(out, map[string]string{"field": fe.Field, "reason": fe.Reason})
+			return
+		}
+		out = append(out, map[string]string{"problem": err.Error()})
+	}
+	walk(err)
+	return out
+}
+
 // printEndpoint prints e as stored (secrets masked), plus what the view
 // knows beyond it: the config version, the effective status and the
 // pipeline's own status record.
@@ -495,6 +519,11 @@ func printEndpoint(w io.Writer, e *endpoints.Endpoint) error {
 	}
 	if e.PipelineStatus != nil {
 		obj["pipeline_status"] = e.PipelineStatus
+	}
+	if e.ConfigError != nil {
+		// An unusable record (written by another producer): each problem
+		// with its field; nothing is sent to it.
+		obj["config_error"] = fieldProblems(e.ConfigError)
 	}
 	obj["version"] = e.Version
 	enc := json.NewEncoder(w)

@@ -40,6 +40,13 @@ const (
 	HeaderTraceState     = "tracestate"                 // W3C trace context
 )
 
+// HeaderIncarnation is the endpoint's incarnation when the delivery was
+// fanned out (endpoints.Endpoint.Incarnation), absent when it had none. The
+// dispatcher sends the delivery only while the endpoint still has it (and
+// still matches the tenant and event type headers); a resend that puts a
+// DLQ record back on the deliveries topic gets the same check.
+const HeaderIncarnation = "hookrelay-endpoint-incarnation"
+
 // AttemptSummary is one past attempt as carried in [HeaderHistory], so a DLQ
 // record holds its whole story and a later resend needs no other store.
 type AttemptSummary struct {
@@ -56,6 +63,7 @@ type Meta struct {
 	DeliveryID     string
 	WebhookID      string
 	EndpointID     string
+	Incarnation    string // the endpoint's incarnation at fan-out (HeaderIncarnation); "" when it had none
 	EventID        string
 	EventSource    string
 	EventType      string
@@ -95,6 +103,7 @@ func (m *Meta) Headers() []kgo.RecordHeader {
 	str(HeaderDeliveryID, m.DeliveryID)
 	str(HeaderWebhookID, m.WebhookID)
 	str(HeaderEndpointID, m.EndpointID)
+	str(HeaderIncarnation, m.Incarnation)
 	str(HeaderEventID, m.EventID)
 	str(HeaderEventSource, m.EventSource)
 	str(HeaderEventType, m.EventType)
@@ -132,6 +141,8 @@ func ParseMeta(hs []kgo.RecordHeader) (Meta, error) {
 			m.WebhookID = v
 		case HeaderEndpointID:
 			m.EndpointID = v
+		case HeaderIncarnation:
+			m.Incarnation = v
 		case HeaderEventID:
 			m.EventID = v
 		case HeaderEventSource:

@@ -34,7 +34,8 @@
 //	  "status": "active",
 //	  "disabled_reason": "",
 //	  "created_at": "2026-05-01T12:00:00Z",
-//	  "updated_at": "2026-05-02T08:30:00Z"
+//	  "updated_at": "2026-05-02T08:30:00Z",
+//	  "incarnation": "9f86d081884c7d659a2feaa0c55ad015"
 //	}
 //
 // Durations are Go duration strings. Missing optional members take their
@@ -60,9 +61,21 @@
 // An event of type T with tenant N (its tenantid extension; "" for none)
 // goes to every active endpoint whose TenantID equals N and one of whose
 // patterns matches T: equal to T, "*", or a prefix ending in "*" that T
-// extends ("invoice.*" matches "invoice.paid", not "invoice."). [View.Match]
-// indexes active endpoints by tenant, then by exact type, wildcard prefix
-// and "*", and caches the sorted result per event type.
+// extends ("invoice.*" matches "invoice.paid", not "invoice."). So an event
+// without a tenant never reaches a tenant's endpoint, and a tenant's event
+// never reaches an endpoint without a tenant or of another tenant.
+// [View.Match] (active endpoints) and [View.Subscribed] (any status) index
+// endpoints by tenant, then by exact type, wildcard prefix and "*", and
+// cache the sorted result per event type.
+//
+// # Identity and invalid records
+//
+// Incarnation (set by [Store] when an ID is created, kept by updates)
+// tells an endpoint from an earlier or later one with the same ID; a
+// pending delivery is sent only while [Endpoint.Mismatch] finds no
+// difference in incarnation, tenant or subscription. A record the View
+// cannot use is kept with [Endpoint.ConfigError] set: effective status
+// [Invalid], visible, never sent to.
 //
 // # Ready and Sync
 //

@@ -1,6 +1,8 @@
 package endpoints
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,13 +48,17 @@ const (
 	maskedSecretChars = 4
 )
 
-// State is an endpoint's status: active or disabled.
+// State is an endpoint's status: active or disabled (the operator's and the
+// pipeline's switch), or, as an effective status only, invalid.
 type State string
 
 // The states of an endpoint.
 const (
 	Active   State = "active"
 	Disabled State = "disabled"
+	// Invalid is never stored: it is the effective status of a record the
+	// View could not use (see Endpoint.ConfigError). Nothing is sent to it.
+	Invalid State = "invalid"
 )
 
 // Valid reports whether s is Active or Disabled.
@@ -136,6 +142,23 @@ type Endpoint struct {
 	// CreatedAt and UpdatedAt are set by [Store.Put].
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Incarnation identifies this endpoint as opposed to an earlier or later
+	// one with the same ID: 32 hex characters set when the endpoint is
+	// created ([Store.Create], or [Store.Put] of an ID that does not exist)
+	// and kept by every update, so deleting and re-creating an ID makes a
+	// new endpoint. Every delivery carries the incarnation it was fanned out
+	// for and is sent only while the endpoint still has it (see
+	// [Endpoint.Mismatch]). Records written by another producer may lack it
+	// (""): their identity is then unknown, and only the tenant and
+	// subscription checks apply.
+	Incarnation string
+
+	// ConfigError is set by the View when the record cannot be used (bad
+	// JSON, an ID that differs from the key, or a [Endpoint.Validate]
+	// error: [*FieldError]s joined). Such an endpoint is kept so it is
+	// visible (EffectiveStatus Invalid, with the reason), its fields hold
+	// what could be read, and nothing is ever sent to it. Not stored.
+	ConfigError error
 
 	// Version identifies this config write: the offset of its record in its
 	// endpoints-topic partition plus one (so 0 means "not from the topic").
@@ -507,6 +530,7 @@ func (e *Endpoint) Matches(eventType, tenant string) bool {
 
 // EffectiveStatus returns the status that governs delivery, and its reason:
 //
+//   - Invalid with the problems (field: why) when ConfigError is set;
 //   - Disabled with DisabledReason (or "operator") when the operator's
 //     Status is Disabled;
 //   - Disabled with the pipeline's reason when PipelineStatus is Disabled and
@@ -518,6 +542,9 @@ func (e *Endpoint) Matches(eventType, tenant string) bool {
 //
 // Versions are Kafka offsets, so the rule does not depend on clocks.
 func (e *Endpoint) EffectiveStatus() (State, string) {
+	if e.ConfigError != nil {
+		return Invalid, ProblemText(e.ConfigError)
+	}
 	if e.Status == Disabled {
 		if e.DisabledReason != "" {
 			return Disabled, e.DisabledReason
@@ -567,15 +594,83 @@ func (e *Endpoint) Clone() *Endpoint {
 	return &c
 }
 
-// Masked returns a copy of e whose secrets are masked with [MaskSecret], for
-// list and get output. It cannot be written back: masked secrets do not
-// validate.
+// Masked returns a copy of e whose secrets are masked with [MaskSecret] and
+// whose URL has any password redacted (url.URL.Redacted), for list and get
+// output. It cannot be written back: masked secrets do not validate.
 func (e *Endpoint) Masked() *Endpoint {
 	c := e.Clone()
 	for i := range c.Secrets {
 		c.Secrets[i].Value = MaskSecret(c.Secrets[i].Value)
 	}
+	if u, err := url.Parse(c.URL); err == nil && u.User != nil {
+		c.URL = u.Redacted()
+	} else if err != nil && strings.Contains(c.URL, "@") {
+		c.URL = "(unparsable URL with user information, hidden)"
+	}
 	return c
+}
+
+// ProblemText renders a ConfigError (or any Validate error) on one line:
+// "field: problem; field: problem".
+func ProblemText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// Reasons a pending delivery no longer belongs to its endpoint (see
+// [Endpoint.Mismatch]); they are the error_class of its abandoned attempt
+// row.
+const (
+	ReasonEndpointDeleted     = "endpoint_deleted"     // no endpoint has the ID any more
+	ReasonEndpointRecreated   = "endpoint_recreated"   // the ID now names another incarnation
+	ReasonTenantMismatch      = "tenant_mismatch"      // the endpoint's tenant is not the event's
+	ReasonSubscriptionChanged = "subscription_changed" // no pattern of the endpoint matches the event type any more
+)
+
+// Mismatch reports why e (nil: deleted) is no longer the endpoint a
+// delivery was fanned out for, or "" when it still is. The delivery carries
+// the endpoint's incarnation at fan-out, and the event's type and tenant
+// ("" for none). The rule, checked before every attempt:
+//
+//   - the same incarnation, when both the delivery and the endpoint have
+//     one (a delete and re-create through the Store makes a new one);
+//   - the same tenant as the event (an event without tenantid goes only to
+//     endpoints without a tenant, as in fan-out);
+//   - a pattern that still matches the event type.
+//
+// A record written by a producer that knows nothing of incarnations has
+// none, and a record cannot tell an update in place from a delete and
+// re-create (the tombstone between them may be compacted away, and views
+// must agree), so such a record's identity is unknown, not new. The tenant
+// and subscription checks do not depend on the incarnation: they catch a
+// tenant changed in place, a filter narrowed, and a delete and re-create
+// for another tenant or another subscription, whoever wrote them. What
+// they let through is a re-create without an incarnation for the same
+// tenant with a matching filter: the delivery goes to the same tenant's new
+// endpoint. Changes that keep the identity (URL, secrets, pacing,
+// timeouts) apply to pending deliveries.
+func (e *Endpoint) Mismatch(incarnation, eventType, tenant string) string {
+	switch {
+	case e == nil:
+		return ReasonEndpointDeleted
+	case e.Incarnation != "" && incarnation != "" && e.Incarnation != incarnation:
+		return ReasonEndpointRecreated
+	case e.TenantID != tenant:
+		return ReasonTenantMismatch
+	case !MatchesType(e.EventTypes, eventType):
+		return ReasonSubscriptionChanged
+	}
+	return ""
+}
+
+// NewIncarnation returns a new endpoint incarnation: 32 random hex
+// characters (crypto/rand).
+func NewIncarnation() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // MaskSecret shows enough of a secret to tell secrets apart without
@@ -583,7 +678,8 @@ func (e *Endpoint) Masked() *Endpoint {
 // then "…" (e.g. "whsec_MfKQ…"). Anything else becomes "…".
 func MaskSecret(s string) string {
 	rest, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok || len(rest) < maskedSecretChars {
+	// A secret too short to be valid would be shown whole.
+	if !ok || len(rest) < 4*maskedSecretChars {
 		return "…"
 	}
 	return SecretPrefix + rest[:maskedSecretChars] + "…"
@@ -615,16 +711,17 @@ type endpointJSON struct {
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+	Incarnation    string    `json:"incarnation,omitempty"`
 }
 
 // MarshalJSON encodes the stored form (see the package documentation);
-// Version and PipelineStatus are not part of it.
+// Version, PipelineStatus and ConfigError are not part of it.
 func (e Endpoint) MarshalJSON() ([]byte, error) {
 	j := endpointJSON{
 		ID: e.ID, URL: e.URL, Secrets: e.Secrets, EventTypes: e.EventTypes, TenantID: e.TenantID,
 		RatePerSec: e.RatePerSec, MaxInFlight: e.MaxInFlight,
 		Status: e.Status, DisabledReason: e.DisabledReason,
-		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
+		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(), Incarnation: e.Incarnation,
 	}
 	if e.Timeout != 0 {
 		j.Timeout = e.Timeout.String()
@@ -640,14 +737,21 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 // It does not apply defaults or validate.
 func (e *Endpoint) UnmarshalJSON(b []byte) error {
 	var j endpointJSON
-	if err := json.Unmarshal(b, &j); err != nil {
-		return err
+	// A member of the wrong type still leaves the others decoded (the View
+	// shows what it could read of an invalid record).
+	jerr := json.Unmarshal(b, &j)
+	var typeErr *json.UnmarshalTypeError
+	if jerr != nil && !errors.As(jerr, &typeErr) {
+		return jerr
 	}
 	*e = Endpoint{
 		ID: j.ID, URL: j.URL, Secrets: j.Secrets, EventTypes: j.EventTypes, TenantID: j.TenantID,
 		RatePerSec: j.RatePerSec, MaxInFlight: j.MaxInFlight,
 		Status: j.Status, DisabledReason: j.DisabledReason,
-		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, Incarnation: j.Incarnation,
+	}
+	if typeErr != nil {
+		return &FieldError{Field: typeErr.Field, Reason: fmt.Sprintf("JSON %s where %s is expected", typeErr.Value, typeErr.Type)}
 	}
 	var err error
 	if j.Timeout != "" {

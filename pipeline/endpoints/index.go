@@ -18,14 +18,20 @@ const maxCachedTypes = 4096
 // changes anything (copy-on-write), so reads never wait for a lock.
 type snapshot struct {
 	byID    map[string]*Endpoint    // every endpoint, with Version and PipelineStatus
-	tenants map[string]*tenantIndex // active endpoints by TenantID ("" = no tenant)
+	tenants map[string]*tenantIndex // every endpoint by TenantID ("" = no tenant), whatever its status
 }
 
 func emptySnapshot() *snapshot {
 	return &snapshot{byID: map[string]*Endpoint{}, tenants: map[string]*tenantIndex{}}
 }
 
-// tenantIndex finds the active endpoints of one tenant whose patterns match
+// matchResult is one cached match: every subscribed endpoint, and the active
+// ones among them.
+type matchResult struct {
+	all, active []*Endpoint
+}
+
+// tenantIndex finds the endpoints of one tenant whose patterns match
 // an event type: a map of exact types, a map of wildcard prefixes probed at
 // each distinct prefix length, and the "*" list. Results are cached per
 // event type, sorted by ID and deduplicated.
@@ -35,17 +41,15 @@ type tenantIndex struct {
 	prefixLens []int                  // distinct len(prefix), ascending
 	all        []*Endpoint            // pattern "*"
 
-	cache  sync.Map     // event type -> []*Endpoint; lock-free loads
+	cache  sync.Map     // event type -> matchResult; lock-free loads
 	cached atomic.Int32 // entries in cache, at most maxCachedTypes
 }
 
-// buildIndex indexes the active endpoints of byID.
+// buildIndex indexes every endpoint of byID (active or not: fan-out records
+// the matches it does not send).
 func buildIndex(byID map[string]*Endpoint) map[string]*tenantIndex {
 	tenants := make(map[string]*tenantIndex)
 	for _, e := range byID {
-		if !e.Active() {
-			continue
-		}
 		ti := tenants[e.TenantID]
 		if ti == nil {
 			ti = &tenantIndex{exact: map[string][]*Endpoint{}, prefix: map[string][]*Endpoint{}}
@@ -74,17 +78,26 @@ func buildIndex(byID map[string]*Endpoint) map[string]*tenantIndex {
 	return tenants
 }
 
-// match returns the sorted, deduplicated active endpoints of the tenant that
-// match eventType. The slice is shared: callers must not modify it.
-func (s *snapshot) match(eventType, tenant string) []*Endpoint {
+// match returns the sorted, deduplicated endpoints of the tenant that match
+// eventType, all and active. The slices are shared: callers must not modify
+// them.
+func (s *snapshot) match(eventType, tenant string) matchResult {
 	ti := s.tenants[tenant]
 	if ti == nil {
-		return nil
+		return matchResult{}
 	}
 	if r, ok := ti.cache.Load(eventType); ok {
-		return r.([]*Endpoint)
+		return r.(matchResult)
 	}
-	r := ti.compute(eventType)
+	r := matchResult{all: ti.compute(eventType)}
+	for _, e := range r.all {
+		if e.Active() {
+			r.active = append(r.active, e)
+		}
+	}
+	if len(r.active) == len(r.all) {
+		r.active = r.all
+	}
 	if ti.cached.Add(1) <= maxCachedTypes {
 		if _, loaded := ti.cache.LoadOrStore(eventType, r); loaded {
 			ti.cached.Add(-1)

@@ -56,10 +56,10 @@ func population(n int, seed uint64) (map[string]*Endpoint, []string, []string) {
 }
 
 // bruteForce is the definition Match must agree with.
-func bruteForce(byID map[string]*Endpoint, eventType, tenant string) []string {
+func bruteForce(byID map[string]*Endpoint, eventType, tenant string, activeOnly bool) []string {
 	var ids []string
 	for _, e := range byID {
-		if e.Active() && e.Matches(eventType, tenant) {
+		if (e.Active() || !activeOnly) && e.Matches(eventType, tenant) {
 			ids = append(ids, e.ID)
 		}
 	}
@@ -74,13 +74,19 @@ func TestMatchAgreesWithMatches(t *testing.T) {
 	for round := range 2 { // the second round is served from the cache
 		for _, tenant := range append(tenants, "no-such-tenant") {
 			for _, typ := range append(types, "", "*", "invoice.paid.v2") {
-				var got []string
-				for _, e := range s.match(typ, tenant) {
+				var got, gotAll []string
+				for _, e := range s.match(typ, tenant).active {
 					got = append(got, e.ID)
 				}
-				want := bruteForce(byID, typ, tenant)
+				for _, e := range s.match(typ, tenant).all {
+					gotAll = append(gotAll, e.ID)
+				}
+				want := bruteForce(byID, typ, tenant, true)
 				if !slices.Equal(got, want) {
 					t.Fatalf("round %d: match(%q, %q) = %v, want %v", round, typ, tenant, got, want)
+				}
+				if wantAll := bruteForce(byID, typ, tenant, false); !slices.Equal(gotAll, wantAll) {
+					t.Fatalf("round %d: match(%q, %q).all = %v, want %v", round, typ, tenant, gotAll, wantAll)
 				}
 				if round == 0 && len(want) > 0 {
 					nonEmpty++
@@ -97,7 +103,7 @@ func TestMatchCacheBound(t *testing.T) {
 	byID := map[string]*Endpoint{"a": {ID: "a", Status: Active, EventTypes: []string{"*"}}}
 	s := &snapshot{byID: byID, tenants: buildIndex(byID)}
 	for i := range maxCachedTypes + 100 {
-		if got := s.match(fmt.Sprintf("type-%d", i), ""); len(got) != 1 {
+		if got := s.match(fmt.Sprintf("type-%d", i), "").active; len(got) != 1 {
 			t.Fatalf("match = %v", got)
 		}
 	}

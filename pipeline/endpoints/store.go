@@ -109,7 +109,8 @@ func (s *Store) Create(ctx context.Context, e Endpoint) (*Endpoint, error) {
 // [CheckAddresses], also the URL's address), and requires at least one
 // secret unexpired now. CreatedAt is kept from the
 // current config (or set to now for a new one) and UpdatedAt is set to now;
-// the values given are ignored.
+// the values given are ignored. Incarnation likewise: a new one for an ID
+// that does not exist, else the current one.
 //
 // If e.Version is non-zero, Put writes only if the endpoint is still at that
 // version, else fails with [ErrConflict]. Any write supersedes a disabled
@@ -148,9 +149,11 @@ func (s *Store) put(ctx context.Context, e Endpoint, create bool) (*Endpoint, er
 	case e.Version != 0 && cur.Version != e.Version:
 		return nil, fmt.Errorf("%w: %q is at version %d, not %d", ErrConflict, e.ID, cur.Version, e.Version)
 	}
-	e.CreatedAt = now
+	// Identity: a new endpoint gets a new incarnation; an update keeps the
+	// current one, whatever e says (see Endpoint.Incarnation).
+	e.CreatedAt, e.Incarnation = now, NewIncarnation()
 	if exists {
-		e.CreatedAt = cur.CreatedAt
+		e.CreatedAt, e.Incarnation = cur.CreatedAt, cur.Incarnation
 	}
 	e.UpdatedAt = now
 	value, err := json.Marshal(e)

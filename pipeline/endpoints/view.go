@@ -64,9 +64,13 @@ type Change struct {
 // replaced, copy-on-write, after every fetched batch that changes anything.
 // Readers should wait for [View.Ready] before trusting an absent endpoint.
 //
-// Malformed records (bad JSON, an invalid config, a key that differs from
-// the ID) are logged, counted ([View.Skipped]) and ignored: the endpoint
-// keeps its previous state. They never stop the view.
+// An endpoints record that cannot be used (bad JSON, an invalid config, an
+// ID that differs from the key) is logged and kept as an invalid endpoint
+// (Endpoint.ConfigError, EffectiveStatus Invalid): it replaces the previous
+// config of that ID, so it is visible in Get and List, its matched events
+// are recorded as config_error, and nothing is sent to it. Records with a
+// key that is not an endpoint ID, and malformed status records, are logged,
+// counted ([View.Skipped]) and ignored. None of them stops the view.
 type View struct {
 	cfg    Config
 	log    *slog.Logger
@@ -178,7 +182,14 @@ func (v *View) Len() int { return len(v.snap.Load().byID) }
 // must not be modified. Results are indexed by tenant and cached per event
 // type, so Match is a few map lookups after the first call for a type.
 func (v *View) Match(eventType, tenant string) []*Endpoint {
-	return v.snap.Load().match(eventType, tenant)
+	return v.snap.Load().match(eventType, tenant).active
+}
+
+// Subscribed is Match including the endpoints that are not active
+// (disabled, or invalid as far as their patterns and tenant could be read),
+// so fan-out can record why each match is not sent.
+func (v *View) Subscribed(eventType, tenant string) []*Endpoint {
+	return v.snap.Load().match(eventType, tenant).all
 }
 
 // Skipped returns how many malformed records the view has ignored.
@@ -489,18 +500,28 @@ func (v *View) applyRecord(r *kgo.Record) (string, bool) {
 			return id, true
 		}
 		var e Endpoint
+		var bad error
 		if err := json.Unmarshal(r.Value, &e); err != nil {
-			return skip("bad JSON", err)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				err = fieldErr("value", "not endpoint JSON: %v", err)
+			}
+			bad = err
 		}
 		if e.ID == "" {
 			e.ID = id
 		}
 		if e.ID != id {
-			return skip("id differs from key", fmt.Errorf("id %q", truncate(e.ID, MaxIDLen)))
+			bad = errors.Join(bad, fieldErr("id", "%q differs from the record key", truncate(e.ID, MaxIDLen)))
+			e.ID = id
 		}
 		e.SetDefaults()
-		if err := e.Validate(); err != nil {
-			return skip("invalid endpoint", err)
+		bad = errors.Join(bad, e.Validate())
+		if bad != nil {
+			// Kept, as invalid: visible, and its matches are recorded.
+			v.log.Warn("endpoints: invalid endpoint record; nothing is sent to it", "topic", r.Topic,
+				"partition", r.Partition, "offset", r.Offset, "key", id, "error", ProblemText(bad))
+			e.ConfigError = bad
 		}
 		e.Version = r.Offset + 1
 		e.PipelineStatus = nil

@@ -354,7 +354,9 @@ func testStoreLifecycle(t *testing.T, e *env) {
 }
 
 // testLiveAndMalformed: records from another writer are applied live (Sync
-// waits for them); malformed ones are skipped and leave the previous state.
+// waits for them); unusable endpoint records are kept as invalid, with the
+// field and the reason, visible but never active (issue 8, item 8); records
+// with a bad key and invalid status records are skipped.
 func testLiveAndMalformed(t *testing.T, e *env) {
 	v, s, _ := e.start(t)
 	ctx := ctxT(t)
@@ -364,45 +366,61 @@ func testLiveAndMalformed(t *testing.T, e *env) {
 	}
 
 	e.produce(t, e.endpoints, "live", endpointJSONFor(t, "live", "https://live.example/", "a.b"))
-	e.produce(t, e.endpoints, "keep", []byte(`{"id":"keep","url":`))                                                                       // bad JSON
-	e.produce(t, e.endpoints, "keep", endpointJSONFor(t, "keep", "ftp://keep.example/", "*"))                                              // invalid
-	e.produce(t, e.endpoints, "other", endpointJSONFor(t, "mismatch", "https://m.example/", "*"))                                          // key != id
-	e.produce(t, e.endpoints, "bad/key", endpointJSONFor(t, "bad/key", "https://m.example/", "*"))                                         // bad key
-	e.produce(t, e.state, "keep", []byte(`{"state":"paused","at":"2026-05-01T00:00:00Z"}`))                                                // invalid status
-	e.produce(t, e.endpoints, "nokey", []byte(`{"url":"https://nokey.example/","secrets":[{"value":"`+secretA+`"}],"event_types":["*"]}`)) // id from key
+	e.produce(t, e.endpoints, "keep", []byte(`{"id":"keep","url":`))                                                                                           // bad JSON
+	e.produce(t, e.endpoints, "keep", endpointJSONFor(t, "keep", "ftp://keep.example/", "*"))                                                                  // invalid
+	e.produce(t, e.endpoints, "other", endpointJSONFor(t, "mismatch", "https://m.example/", "*"))                                                              // key != id
+	e.produce(t, e.endpoints, "bad/key", endpointJSONFor(t, "bad/key", "https://m.example/", "*"))                                                             // bad key
+	e.produce(t, e.state, "keep", []byte(`{"state":"paused","at":"2026-05-01T00:00:00Z"}`))                                                                    // invalid status
+	e.produce(t, e.endpoints, "nokey", []byte(`{"url":"https://nokey.example/","secrets":[{"value":"`+secretA+`"}],"event_types":["*"]}`))                     // id from key
+	e.produce(t, e.endpoints, "typed", []byte(`{"url":"https://t.example/","secrets":[{"value":"`+secretA+`"}],"event_types":["a.*"],"rate_per_sec":"fast"}`)) // a member of the wrong type
 	if err := v.Sync(ctx); err != nil {
 		t.Fatalf("Sync: %v", err)
 	}
-	if got := v.Skipped(); got != 5 {
-		t.Errorf("Skipped = %d, want 5", got)
+	if got := v.Skipped(); got != 2 {
+		t.Errorf("Skipped = %d, want 2 (the bad key and the invalid status)", got)
 	}
-	if ep, ok := v.Get("live"); !ok || ep.URL != "https://live.example/" {
+	if ep, ok := v.Get("live"); !ok || ep.URL != "https://live.example/" || !ep.Active() {
 		t.Errorf("live = %+v, %v", ep, ok)
 	}
-	if ep, ok := v.Get("keep"); !ok || ep.URL != "https://keep.example/" || ep.PipelineStatus != nil {
-		t.Errorf("keep after malformed records = %+v, %v", ep, ok)
+	invalid := map[string]string{"keep": "url: ", "other": "id: ", "typed": "rate_per_sec: "}
+	for id, field := range invalid {
+		ep, ok := v.Get(id)
+		if !ok {
+			t.Errorf("%s: absent, want it kept as invalid", id)
+			continue
+		}
+		st, reason := ep.EffectiveStatus()
+		if st != Invalid || !strings.Contains(reason, field) || ep.Active() {
+			t.Errorf("%s: effective status %s %q (active %v), want invalid naming %q", id, st, reason, ep.Active(), field)
+		}
 	}
 	if ep, ok := v.Get("nokey"); !ok || ep.ID != "nokey" {
 		t.Errorf("nokey = %+v, %v", ep, ok)
 	}
-	for _, id := range []string{"other", "mismatch", "bad/key"} {
+	for _, id := range []string{"mismatch", "bad/key"} {
 		if _, ok := v.Get(id); ok {
 			t.Errorf("%s present", id)
 		}
 	}
-	var ids []string
-	for _, ep := range v.Match("a.b", "") {
-		ids = append(ids, ep.ID)
+	ids := func(eps []*Endpoint) []string {
+		var out []string
+		for _, ep := range eps {
+			out = append(out, ep.ID)
+		}
+		return out
 	}
-	if want := []string{"keep", "live", "nokey"}; !slices.Equal(ids, want) {
-		t.Errorf("Match(a.b) = %v, want %v", ids, want)
+	if got, want := ids(v.Match("a.b", "")), []string{"live", "nokey"}; !slices.Equal(got, want) {
+		t.Errorf("Match(a.b) = %v, want %v", got, want)
+	}
+	if got, want := ids(v.Subscribed("a.b", "")), []string{"keep", "live", "nokey", "other", "typed"}; !slices.Equal(got, want) {
+		t.Errorf("Subscribed(a.b) = %v, want %v", got, want)
 	}
 
 	// A second view started now sees the same table at Ready.
 	v2, _, _ := e.start(t)
 	waitReady(t, v2)
-	if v2.Len() != v.Len() || v2.Skipped() != 5 {
-		t.Errorf("second view: %d endpoints, %d skipped; want %d, 5", v2.Len(), v2.Skipped(), v.Len())
+	if v2.Len() != v.Len() || v2.Skipped() != 2 {
+		t.Errorf("second view: %d endpoints, %d skipped; want %d, 2", v2.Len(), v2.Skipped(), v.Len())
 	}
 }
 

@@ -168,7 +168,7 @@ WHERE endpoint_id = 'ep-1'
 ;
 
 -- check: summary
--- expect: ep-1	6	6	3	1	1	0	0	1	0	0	[30,50] | ep-2	1	1	1	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	[0,0]
+-- expect: ep-1	6	6	3	1	1	0	0	1	0	0	0	0	[30,50] | ep-2	1	1	1	0	0	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	0	0	[0,0]
 SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'delivered'),
   countIf(outcome = 'retry_scheduled'),
@@ -178,7 +178,9 @@ SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'abandoned'),
   countIf(outcome = 'exhausted'),
   countIf(outcome = 'expired'),
-  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired'))
+  countIf(outcome = 'skipped'),
+  countIf(outcome = 'config_error'),
+  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error'))
 FROM audit_sqlcheck.attempts FINAL
 WHERE 1
 GROUP BY endpoint_id
@@ -186,7 +188,7 @@ ORDER BY endpoint_id
 ;
 
 -- check: summary_endpoint_since
--- expect: ep-1	4	4	1	1	1	0	0	1	0	0	[30,40]
+-- expect: ep-1	4	4	1	1	1	0	0	1	0	0	0	0	[30,40]
 SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'delivered'),
   countIf(outcome = 'retry_scheduled'),
@@ -196,7 +198,9 @@ SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'abandoned'),
   countIf(outcome = 'exhausted'),
   countIf(outcome = 'expired'),
-  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired'))
+  countIf(outcome = 'skipped'),
+  countIf(outcome = 'config_error'),
+  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error'))
 FROM audit_sqlcheck.attempts FINAL
 WHERE endpoint_id = 'ep-1'
   AND attempted_at >= 1740830400 AND (attempted_at > 1740830400 OR attempted_ms >= 251)
