@@ -284,6 +284,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("retrytiers: relay client: %w", err)
 	}
 	defer sess.Close()
+	// Fence a predecessor's open transaction now (InitProducerID), not at
+	// the first produce: see pipeline.Fence.
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil && ctx.Err() == nil {
+		r.log.Warn("retry relay: not fenced at start; fenced at the first transaction instead", "err", err)
+	}
 	r.parts = make(map[topicPartition]*partState)
 	r.wake = nil
 	defer func() {
