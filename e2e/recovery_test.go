@@ -204,3 +204,28 @@ func TestKillRestartResumesDeliveriesInSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestNoTransactionAbortsWithoutFaults: steady deliveries with no fault at
+// all must not abort a single Kafka transaction (issue 10, finding 5: the
+// dispatcher logged "transaction aborted … records:0" several times a
+// second, each abort rewinding and re-fetching its partitions).
+func TestNoTransactionAbortsWithoutFaults(t *testing.T) {
+	h := newHarness(t, config{})
+	rc := newReceiver(t, "quiet", always(http.StatusOK))
+	h.addEndpoint(endpoint{ID: "quiet", URL: rc.URL, Secret: rc.Secret, Events: []string{"recovery.*"}, Rate: 1000, MaxInFlight: 8})
+	p := h.start("quiet-1")
+	load := startLoad(t, h, "quiet", 20, 100*time.Millisecond)
+	eventually(t, 60*time.Second, "400 deliveries", func() (bool, string) {
+		return rc.Count() >= 400, fmt.Sprintf("%d so far", rc.Count())
+	})
+	load.stopLoad()
+	want := len(load.ids)
+	eventually(t, 60*time.Second, "every delivery", func() (bool, string) {
+		return rc.Distinct() >= want, fmt.Sprintf("%d/%d", rc.Distinct(), want)
+	})
+	aborts, _ := p.metric("hookrelay_transactions_aborted_total")
+	t.Logf("TestNoTransactionAbortsWithoutFaults: %d events delivered, %d transactions aborted", want, int(aborts))
+	if aborts != 0 {
+		t.Errorf("%v transactions aborted with no fault (%d events delivered); want 0 (read the WARN lines \"transaction aborted\" in the log)", aborts, want)
+	}
+}

@@ -214,6 +214,7 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 		kgo.ConsumeTopics(o.Topics.Deliveries),
 		kgo.TransactionalID(o.TransactionalID),
 		kgo.TransactionTimeout(o.TransactionTimeout),
+		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),

@@ -117,6 +117,7 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 		kgo.ConsumeTopics(o.Topics.Events),
 		kgo.TransactionalID(o.TransactionalID),
 		kgo.TransactionTimeout(o.TransactionTimeout),
+		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),

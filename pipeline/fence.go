@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // DefaultTransactionTimeout is the Kafka transaction timeout of the
@@ -39,4 +41,26 @@ func Fence(ctx context.Context, cl *kgo.Client) error {
 		return fmt.Errorf("pipeline: fence the previous incarnation (InitProducerID): %w", err)
 	}
 	return nil
+}
+
+// offsetsAfterAddOffsets makes a transactional session add its group to
+// each transaction with AddOffsetsToTxn before TxnOffsetCommit, as before
+// KIP-890 part 2, by capping TxnOffsetCommit at v4 (every other request
+// keeps franz-go's latest stable version).
+//
+// Why: right after a transaction ends, the broker is still writing its
+// markers, and a request that adds to the next transaction gets
+// CONCURRENT_TRANSACTIONS. franz-go retries that error on AddOffsetsToTxn
+// and on produces, but a TxnOffsetCommit v5+ (which adds the group
+// implicitly) that gets it makes GroupTransactSession.End abort the whole
+// transaction. A transaction that commits offsets without producing first
+// (most dispatcher flushes: nothing to retry or dead-letter) started within
+// milliseconds of the previous one was therefore aborted, and its
+// partitions rewound and re-fetched, several times a second under load
+// with no fault (issue 10, finding 5). The cost of the cap is one
+// AddOffsetsToTxn round trip per transaction.
+func offsetsAfterAddOffsets() kgo.Opt {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	return kgo.MaxVersions(v)
 }
