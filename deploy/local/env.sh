@@ -196,7 +196,7 @@ kafka_strays() {
 	for f in "$STATE"/pids/kafka.pid "$STATE"/pids/kafka-[0-9].pid; do
 		[[ -s $f ]] || continue
 		pid=$(<"$f")
-		[[ $(cmdline "$pid") == *kafka.Kafka* ]] || continue
+		[[ $(cmdline "$pid") == *"kafka.Kafka $STATE/kafka/"* ]] || continue
 		i=${f##*/kafka-}
 		i=${i%.pid}
 		if [[ $f == */kafka.pid ]]; then
