@@ -11,6 +11,10 @@ STATE := $(or $(HOOKRELAY_STACK_DIR),.local)
 # Ports of the local stack; the same variables override them in deploy/local/env.sh.
 KAFKA_PORT := $(or $(HOOKRELAY_KAFKA_PORT),9092)
 CLICKHOUSE_PORT := $(or $(HOOKRELAY_CLICKHOUSE_PORT),9000)
+# Kafka nodes of the local stack (`make up KAFKA_NODES=3`: a three-node KRaft
+# cluster on 9092, 9102, 9112); the same variable as HOOKRELAY_KAFKA_NODES in env.sh.
+KAFKA_NODES ?= $(or $(HOOKRELAY_KAFKA_NODES),1)
+export HOOKRELAY_KAFKA_NODES := $(KAFKA_NODES)
 # `make test` points every integration and e2e test at the local stack.
 TEST_ENV := HOOKRELAY_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 	HOOKRELAY_CLICKHOUSE=clickhouse://127.0.0.1:$(CLICKHOUSE_PORT)/default
@@ -27,16 +31,18 @@ help:
 deps:
 	$(STACK)/deps.sh
 
-## up: start Kafka (127.0.0.1:9092) and ClickHouse (127.0.0.1:9000), installing what they need first
+## up: start Kafka (127.0.0.1:9092) and ClickHouse (127.0.0.1:9000), installing what they need first;
+##     KAFKA_NODES=3: Kafka is a three-node cluster (9092, 9102, 9112); deploy/local/kafka-node.sh
+##     starts, stops or kills one node
 up:
 	$(STACK)/deps.sh apt kafka
 	$(STACK)/up.sh
 
-## down: stop the local stack (its data stays in .local/)
+## down: stop the local stack, every Kafka node of it (its data stays in .local/)
 down:
 	$(STACK)/down.sh
 
-## status: show whether Kafka and ClickHouse are up
+## status: show whether each Kafka node and ClickHouse are up
 status:
 	$(STACK)/status.sh
 
@@ -118,4 +124,5 @@ clean:
 ## reset: stop the stack and wipe its data and logs (keeps the downloaded jars)
 reset: down
 	rm -rf $(STATE)/kafka/data $(STATE)/kafka/server.properties $(STATE)/kafka/cluster-id \
+		$(STATE)/kafka/node-[0-9] $(STATE)/kafka/cluster.id $(STATE)/kafka/cluster.size \
 		$(STATE)/clickhouse $(STATE)/logs $(STATE)/pids

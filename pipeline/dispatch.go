@@ -84,7 +84,7 @@ type DispatcherOptions struct {
 	// TransactionTimeout bounds one commit transaction (produce, offset
 	// commit, end); it is also the Kafka transaction timeout, after which
 	// the broker aborts a transaction left open by a dead process.
-	// Optional. Default 30s.
+	// Optional. Default DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
 	// Meter receives the dispatcher's metrics. Optional. Default no-op.
 	Meter metric.Meter
@@ -132,7 +132,7 @@ func (o *DispatcherOptions) validate() error {
 		o.FlushInterval = 100 * time.Millisecond
 	}
 	if o.TransactionTimeout == 0 {
-		o.TransactionTimeout = 30 * time.Second
+		o.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if o.MaxQueueWait == 0 {
 		o.MaxQueueWait = max(o.Policy.MinHold(), 5*time.Second)
@@ -214,6 +214,7 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 		kgo.ConsumeTopics(o.Topics.Deliveries),
 		kgo.TransactionalID(o.TransactionalID),
 		kgo.TransactionTimeout(o.TransactionTimeout),
+		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -276,6 +277,9 @@ type item struct {
 // shutdown, or the error that stopped it.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.sess.Close()
+	if err := Fence(ctx, d.sess.Client()); err != nil && ctx.Err() == nil {
+		d.o.Logger.Warn("dispatch: not fenced at start; fenced at the first transaction instead", "err", err)
+	}
 	d.runCtx = ctx
 	for {
 		if ctx.Err() != nil {

@@ -63,6 +63,10 @@ type FanoutOptions struct {
 	TransactionalID string
 	// Endpoints matches events to endpoints. Required.
 	Endpoints Matcher
+	// TransactionTimeout is the Kafka transaction timeout. Optional.
+	// Default DefaultTransactionTimeout (10s): how long this process's
+	// open transaction, if it dies, can block other instances' deliveries.
+	TransactionTimeout time.Duration
 	// MaxEventBytes is the largest record accepted on the events topic.
 	// Optional. Default events.DefaultMaxBytes (256 KiB).
 	MaxEventBytes int
@@ -100,6 +104,11 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 		return nil, errors.New("pipeline: FanoutOptions.Endpoints is required")
 	case o.MaxEventBytes < 0:
 		return nil, fmt.Errorf("pipeline: FanoutOptions.MaxEventBytes must be >= 0, got %d", o.MaxEventBytes)
+	case o.TransactionTimeout < 0:
+		return nil, fmt.Errorf("pipeline: FanoutOptions.TransactionTimeout must be >= 0, got %v", o.TransactionTimeout)
+	}
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = DefaultTransactionTimeout
 	}
 	if o.Group == "" {
 		o.Group = "hookrelay-fanout"
@@ -114,6 +123,8 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 		kgo.ConsumerGroup(o.Group),
 		kgo.ConsumeTopics(o.Topics.Events),
 		kgo.TransactionalID(o.TransactionalID),
+		kgo.TransactionTimeout(o.TransactionTimeout),
+		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -131,6 +142,9 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 // It returns nil when ctx ends, or the error that stopped it.
 func (f *Fanout) Run(ctx context.Context) error {
 	defer f.sess.Close()
+	if err := Fence(ctx, f.sess.Client()); err != nil && ctx.Err() == nil {
+		f.o.Logger.Warn("fanout: not fenced at start; fenced at the first transaction instead", "err", err)
+	}
 	for {
 		fs := f.sess.PollRecords(ctx, 2000)
 		if ctx.Err() != nil || fs.IsClientClosed() {

@@ -31,10 +31,6 @@ const (
 	// DefaultPrefetch is how long before the newest buffered record of a
 	// partition is ready the relay resumes fetching that partition: 1 s.
 	DefaultPrefetch = time.Second
-	// DefaultTransactionTimeout is the relay's Kafka transaction timeout:
-	// 10 s. It bounds how long a crashed relay's open transaction can hold
-	// back read_committed consumers when no restart fences it sooner.
-	DefaultTransactionTimeout = 10 * time.Second
 )
 
 // Values of the "to" attribute of the relay's record counter.
@@ -273,6 +269,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.TransactionalID(r.o.TransactionalID),
 		kgo.TransactionTimeout(r.o.TransactionTimeout),
+		offsetsAfterAddOffsets(),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(r.o.FetchMaxWait),
 		kgo.BlockRebalanceOnPoll(),
@@ -285,6 +282,10 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("pipeline: relay client: %w", err)
 	}
 	defer sess.Close()
+	// Fence a predecessor's open transaction now, not at the first produce.
+	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
+		r.log.Warn("retry relay: not fenced at start; fenced at the first transaction instead", "err", err)
+	}
 	txn := &transactor{sess: sess, stage: "retry-relay", timeout: 2 * r.o.TransactionTimeout, log: r.log,
 		aborts: r.m.aborts, beforeEnd: r.crashBeforeEnd}
 	r.parts = make(map[topicPartition]*relayPart)

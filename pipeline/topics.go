@@ -51,16 +51,42 @@ type TopicLayout struct {
 	// deliveries topic's count may never change: it would move endpoints
 	// between partitions (and their pacing between consumers).
 	Partitions int32
-	// ReplicationFactor of every topic. Default -1 (the broker's default).
+	// ReplicationFactor of every topic: > 0 as given, -1 the broker's
+	// default. Default 0: 3 when the cluster has three or more brokers
+	// ([ReplicationFor]), else the broker's default.
 	ReplicationFactor int16
-	// MinInsyncReplicas, set on every topic when > 0. Default 0 (the
-	// broker's default; set 2 with a replication factor of 3 in production).
+	// MinInsyncReplicas, set on every topic when > 0; -1 leaves the
+	// broker's default. Default 0: 2 when the cluster has three or more
+	// brokers and the replication factor is at least 3 (one broker may be
+	// lost while acks=all writes go on), else the broker's default.
 	MinInsyncReplicas int
 	// TierTopics are the delay-tier topic names (see retrytiers).
 	TierTopics []string
 }
 
 func ptr(s string) *string { return &s }
+
+// ReplicationFor resolves the defaults of l for a cluster of brokers
+// brokers: a ReplicationFactor of 0 becomes 3 with three or more brokers
+// and -1 (the broker's default) with fewer; a MinInsyncReplicas of 0
+// becomes 2 with three or more brokers and a replication factor of at least
+// 3, and -1 (the broker's default) otherwise. Explicit values are kept.
+func ReplicationFor(l TopicLayout, brokers int) (replicationFactor int16, minInsyncReplicas int) {
+	rf, isr := l.ReplicationFactor, l.MinInsyncReplicas
+	if rf == 0 {
+		rf = -1
+		if brokers >= 3 {
+			rf = 3
+		}
+	}
+	if isr == 0 {
+		isr = -1
+		if brokers >= 3 && rf >= 3 {
+			isr = 2
+		}
+	}
+	return rf, isr
+}
 
 // EnsureEndpointTopics creates the endpoints and endpoint-status topics when
 // missing: what the endpoint CLI needs before its first write. Only
@@ -72,7 +98,9 @@ func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l Top
 // EnsureTopics creates the missing topics of t with layout l and verifies the
 // existing deliveries topic has exactly l.Partitions partitions. It fails,
 // naming the topic, on any creation error other than "already exists", and
-// refuses a deliveries topic with a different partition count.
+// refuses a deliveries topic with a different partition count. Unset
+// replication settings are resolved by [ReplicationFor] for the number of
+// brokers in the cluster's metadata; existing topics are left as they are.
 //
 // Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
 // events.invalid 30 days; endpoints and endpoint-status are compacted.
@@ -81,8 +109,12 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 	if l.Partitions <= 0 {
 		l.Partitions = 12
 	}
-	if l.ReplicationFactor == 0 {
-		l.ReplicationFactor = -1
+	if l.ReplicationFactor == 0 || l.MinInsyncReplicas == 0 {
+		brokers, err := adm.ListBrokers(ctx)
+		if err != nil {
+			return fmt.Errorf("list brokers (to choose the replication factor): %w", err)
+		}
+		l.ReplicationFactor, l.MinInsyncReplicas = ReplicationFor(l, len(brokers))
 	}
 	week, month := "604800000", "2592000000"
 	type spec struct {

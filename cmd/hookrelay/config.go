@@ -62,8 +62,8 @@ var settings = []setting{
 	{"clickhouse", "HOOKRELAY_CLICKHOUSE", "clickhouse://127.0.0.1:9000/hookrelay", "ClickHouse DSN (native protocol) with user, password and database"},
 	{"topic-prefix", "HOOKRELAY_TOPIC_PREFIX", pipeline.DefaultTopicPrefix, "prefix of every topic name"},
 	{"partitions", "HOOKRELAY_PARTITIONS", "12", "partitions of the events, deliveries, tier and attempts topics (fixed once created)"},
-	{"replication-factor", "HOOKRELAY_REPLICATION_FACTOR", "-1", "replication factor of created topics (-1: broker default)"},
-	{"min-insync-replicas", "HOOKRELAY_MIN_INSYNC_REPLICAS", "0", "min.insync.replicas of created topics (0: broker default)"},
+	{"replication-factor", "HOOKRELAY_REPLICATION_FACTOR", "0", "replication factor of created topics (0: 3 with three or more brokers, else the broker default; -1: the broker default)"},
+	{"min-insync-replicas", "HOOKRELAY_MIN_INSYNC_REPLICAS", "0", "min.insync.replicas of created topics (0: 2 with three or more brokers and a replication factor of 3 or more, else the broker default; -1: the broker default)"},
 	{"instance-id", "HOOKRELAY_INSTANCE_ID", "", "stable name of this process, unique among live ones (two processes on one host need their own); names its transactional producers and static group members (default: host name)"},
 	{"http-addr", "HOOKRELAY_HTTP_ADDR", "127.0.0.1:8080", "address of /metrics, /healthz and /readyz"},
 	{"allow-networks", "HOOKRELAY_ALLOW_NETWORKS", "", "CIDRs the SSRF guard lets through although not global, comma-separated (e.g. 127.0.0.0/8)"},
@@ -162,12 +162,12 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	}
 	c.Partitions = int32(n)
 	rf, err := strconv.ParseInt(get("replication-factor"), 10, 16)
-	if err != nil || rf == 0 || rf < -1 {
-		return nil, bad("replication-factor", fmt.Errorf("must be -1 or a positive integer, got %q", get("replication-factor")))
+	if err != nil || rf < -1 {
+		return nil, bad("replication-factor", fmt.Errorf("must be -1, 0 or a positive integer, got %q", get("replication-factor")))
 	}
 	c.Replication = int16(rf)
-	if c.MinISR, err = strconv.Atoi(get("min-insync-replicas")); err != nil || c.MinISR < 0 {
-		return nil, bad("min-insync-replicas", fmt.Errorf("must be >= 0, got %q", get("min-insync-replicas")))
+	if c.MinISR, err = strconv.Atoi(get("min-insync-replicas")); err != nil || c.MinISR < -1 {
+		return nil, bad("min-insync-replicas", fmt.Errorf("must be -1, 0 or a positive integer, got %q", get("min-insync-replicas")))
 	}
 	c.InstanceID = get("instance-id")
 	if c.InstanceID == "" {

@@ -9,6 +9,18 @@ STATE=${HOOKRELAY_STACK_DIR:-$REPO/.local}
 # HOOKRELAY_STACK_DIR) to run a second stack beside the usual one.
 KAFKA_PORT=${HOOKRELAY_KAFKA_PORT:-9092}                       # broker, also advertised
 KAFKA_CONTROLLER_PORT=${HOOKRELAY_KAFKA_CONTROLLER_PORT:-9093} # KRaft controller
+
+# Kafka nodes (combined broker + controller each; the controller quorum is
+# all of them). Node i (1-based) listens on KAFKA_PORT + 10*(i-1) for
+# clients and KAFKA_CONTROLLER_PORT + 10*(i-1) for its controller: 9092,
+# 9102, 9112 by default. One node keeps the original layout ($STATE/kafka,
+# kafka.log, kafka.pid); more keep each node's files under
+# $STATE/kafka/node-<i> with logs/kafka-<i>.log and pids/kafka-<i>.pid.
+KAFKA_NODES=${HOOKRELAY_KAFKA_NODES:-1}
+[[ $KAFKA_NODES =~ ^[1-9]$ ]] || {
+	echo "stack: ERROR: HOOKRELAY_KAFKA_NODES (KAFKA_NODES) must be 1 to 9, got '$KAFKA_NODES'" >&2
+	exit 1
+}
 CH_TCP_PORT=${HOOKRELAY_CLICKHOUSE_PORT:-9000}                 # ClickHouse native protocol
 CH_HTTP_PORT=${HOOKRELAY_CLICKHOUSE_HTTP_PORT:-8123}           # ClickHouse HTTP interface
 
@@ -18,7 +30,8 @@ KAFKA_CONFIG="$STATE/kafka/server.properties"
 KAFKA_CLUSTER_ID_FILE="$STATE/kafka/cluster-id"
 KAFKA_LOG="$STATE/logs/kafka.log"
 KAFKA_PID="$STATE/pids/kafka.pid"
-KAFKA_HEAP=${HOOKRELAY_KAFKA_HEAP:-1g}
+# Heap of each broker; several nodes share the machine, so they get less.
+if ((KAFKA_NODES == 1)); then KAFKA_HEAP=${HOOKRELAY_KAFKA_HEAP:-1g}; else KAFKA_HEAP=${HOOKRELAY_KAFKA_HEAP:-512m}; fi
 
 CH_DIR="$STATE/clickhouse"
 CH_CONFIG="$CH_DIR/config.xml"
@@ -78,16 +91,144 @@ stack_pid() {
 	return 1
 }
 
-kafka_pid() { stack_pid "$KAFKA_PID" "kafka.Kafka $KAFKA_CONFIG"; }
-clickhouse_pid() { stack_pid "$CH_PID" "--config-file=$CH_CONFIG"; }
-
-# kafka_cluster_id: the cluster ID the local broker's storage was formatted with.
-kafka_cluster_id() {
-	sed -n 's/^cluster\.id=//p' "$KAFKA_DATA/meta.properties" 2>/dev/null
+# kafka_node I: sets the NODE_* variables of Kafka node I of a cluster of
+# $KAFKA_NODES nodes (I=1 of a single node: the original layout).
+kafka_node() {
+	local i=$1
+	[[ $i =~ ^[1-9]$ ]] && ((i <= KAFKA_NODES)) ||
+		die "no Kafka node '$i': the stack has $KAFKA_NODES node(s) (HOOKRELAY_KAFKA_NODES)"
+	NODE=$i
+	NODE_PORT=$((KAFKA_PORT + 10 * (i - 1)))
+	NODE_CONTROLLER_PORT=$((KAFKA_CONTROLLER_PORT + 10 * (i - 1)))
+	if ((KAFKA_NODES == 1)); then
+		NODE_NAME=kafka
+		NODE_DATA=$KAFKA_DATA NODE_CONFIG=$KAFKA_CONFIG NODE_LOG=$KAFKA_LOG NODE_PID=$KAFKA_PID
+		NODE_CLUSTER_ID_FILE=$KAFKA_CLUSTER_ID_FILE
+	else
+		NODE_NAME=kafka-$i
+		NODE_DATA=$STATE/kafka/node-$i/data
+		NODE_CONFIG=$STATE/kafka/node-$i/server.properties
+		NODE_LOG=$STATE/logs/kafka-$i.log
+		NODE_PID=$STATE/pids/kafka-$i.pid
+		NODE_CLUSTER_ID_FILE=$STATE/kafka/cluster.id
+	fi
 }
 
+# kafka_replication: prints "RF MIN_ISR" for $KAFKA_NODES nodes: 1 1 on one
+# node, 2 1 on two, 3 2 on three or more (one node may die).
+kafka_replication() {
+	if ((KAFKA_NODES >= 3)); then echo "3 2"; elif ((KAFKA_NODES == 2)); then echo "2 1"; else echo "1 1"; fi
+}
+
+# kafka_voters: controller.quorum.voters of $KAFKA_NODES nodes.
+kafka_voters() {
+	local i out=
+	for ((i = 1; i <= KAFKA_NODES; i++)); do out+=${out:+,}$i@127.0.0.1:$((KAFKA_CONTROLLER_PORT + 10 * (i - 1))); done
+	echo "$out"
+}
+
+# kafka_launch I: renders node I's config, formats its storage the first
+# time (every node of a cluster with one cluster ID), and launches it in
+# the background (setsid: it outlives the caller and ignores the
+# terminal's ^C). The caller holds the lock and waits for kafka_healthy I.
+kafka_launch() {
+	kafka_node "$1"
+	[[ -f $KAFKA_LIBS_MARKER ]] || die "no Kafka jars in $KAFKA_LIBS; run: make deps"
+	command -v java >/dev/null || die "no java on PATH; run: make deps"
+	local rf isr sizef=$STATE/kafka/cluster.size
+	read -r rf isr < <(kafka_replication)
+	if ((KAFKA_NODES > 1)); then
+		if [[ -s $sizef && $(<"$sizef") != "$KAFKA_NODES" ]]; then
+			die "$STATE/kafka holds a $(<"$sizef")-node cluster, not $KAFKA_NODES: use KAFKA_NODES=$(<"$sizef"), or make down and make reset first"
+		fi
+		echo "$KAFKA_NODES" >"$sizef"
+	fi
+	mkdir -p "$NODE_DATA" "$(dirname "$NODE_CONFIG")" "$STATE/logs" "$STATE/pids"
+	sed -e "s|@KAFKA_DATA@|$NODE_DATA|g" -e "s|@KAFKA_PORT@|$NODE_PORT|g" \
+		-e "s|@KAFKA_CONTROLLER_PORT@|$NODE_CONTROLLER_PORT|g" -e "s|@NODE_ID@|$NODE|g" \
+		-e "s|@VOTERS@|$(kafka_voters)|g" -e "s|@RF@|$rf|g" -e "s|@MIN_ISR@|$isr|g" \
+		"$DEPLOY/server.properties" >"$NODE_CONFIG"
+	local cp="$KAFKA_LIBS/*"
+	if [[ ! -s $NODE_DATA/meta.properties ]]; then
+		local id flog="$STATE/logs/$NODE_NAME-format.log"
+		if [[ -s $NODE_CLUSTER_ID_FILE ]] && ((KAFKA_NODES > 1)); then
+			id=$(<"$NODE_CLUSTER_ID_FILE")
+		else
+			id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>>"$flog") ||
+				die "kafka.tools.StorageTool random-uuid failed; read $flog"
+		fi
+		java -Dlog4j2.configurationFile="$DEPLOY/log4j2.properties" -cp "$cp" \
+			kafka.tools.StorageTool format --ignore-formatted -t "$id" -c "$NODE_CONFIG" >>"$flog" 2>&1 ||
+			die "formatting $NODE_DATA failed; read $flog"
+		echo "$id" >"$NODE_CLUSTER_ID_FILE"
+		log "$NODE_NAME storage formatted, cluster ID $id"
+	fi
+	[[ ! -s $NODE_LOG ]] || mv -f "$NODE_LOG" "$NODE_LOG.1"
+	log "starting $NODE_NAME on 127.0.0.1:$NODE_PORT (controller $NODE_CONTROLLER_PORT, log: $NODE_LOG)"
+	setsid java -Xms256m -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-Djava.awt.headless=true \
+		-Dlog4j2.configurationFile="$DEPLOY/log4j2.properties" \
+		-cp "$cp" kafka.Kafka "$NODE_CONFIG" >>"$NODE_LOG" 2>&1 </dev/null 9>&- &
+	echo $! >"$NODE_PID"
+	disown
+}
+
+# kafka_brokers: the bootstrap list of every node, comma-separated.
+kafka_brokers() {
+	local i out=
+	for ((i = 1; i <= KAFKA_NODES; i++)); do out+=${out:+,}127.0.0.1:$((KAFKA_PORT + 10 * (i - 1))); done
+	echo "$out"
+}
+
+# kafka_pid [I]: the pid of node I (default 1).
+kafka_pid() {
+	kafka_node "${1:-1}"
+	stack_pid "$NODE_PID" "kafka.Kafka $NODE_CONFIG"
+}
+clickhouse_pid() { stack_pid "$CH_PID" "--config-file=$CH_CONFIG"; }
+
+# kafka_strays: prints the pid files of live Kafka nodes of this state
+# folder that are not nodes of a $KAFKA_NODES-node stack (the single node
+# while a cluster is wanted, or the reverse, or nodes past $KAFKA_NODES):
+# they hold ports or data that this stack needs.
+kafka_strays() {
+	local f pid i
+	for f in "$STATE"/pids/kafka.pid "$STATE"/pids/kafka-[0-9].pid; do
+		[[ -s $f ]] || continue
+		pid=$(<"$f")
+		[[ $(cmdline "$pid") == *"kafka.Kafka $STATE/kafka/"* ]] || continue
+		i=${f##*/kafka-}
+		i=${i%.pid}
+		if [[ $f == */kafka.pid ]]; then
+			((KAFKA_NODES == 1)) || echo "$f"
+		elif ((KAFKA_NODES == 1 || i > KAFKA_NODES)); then
+			echo "$f"
+		fi
+	done
+}
+
+# kafka_all_nodes: prints "NODES I" for every Kafka node this state folder
+# has (the single node, and each node-<i> of a cluster), whatever the
+# configured size, for down.sh and status.sh: run `kafka_node I` with
+# KAFKA_NODES=NODES to address it.
+kafka_all_nodes() {
+	local d
+	echo "1 1"
+	for d in "$STATE"/kafka/node-[0-9]; do
+		[[ -d $d ]] && echo "9 ${d##*/node-}"
+	done
+}
+
+# kafka_cluster_id [I]: the cluster ID node I's storage was formatted with.
+kafka_cluster_id() {
+	kafka_node "${1:-1}"
+	sed -n 's/^cluster\.id=//p' "$NODE_DATA/meta.properties" 2>/dev/null
+}
+
+# kafka_healthy [I]: node I (default 1) runs, accepts connections and has
+# logged that it started.
 kafka_healthy() {
-	kafka_pid >/dev/null && port_open "$KAFKA_PORT" && grep -q "Kafka Server started" "$KAFKA_LOG" 2>/dev/null
+	kafka_pid "${1:-1}" >/dev/null && port_open "$NODE_PORT" && grep -q "Kafka Server started" "$NODE_LOG" 2>/dev/null
 }
 
 # ch_query SQL: runs SQL on the local ClickHouse, bounded to 5 s (a port held

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the local stack (Kafka 127.0.0.1:9092, ClickHouse native
 # 127.0.0.1:9000; see env.sh for overrides) from the state folder, and waits
-# until both are healthy.
+# until both are healthy. With HOOKRELAY_KAFKA_NODES=N (make up KAFKA_NODES=N),
+# Kafka is a cluster of N nodes on 9092, 9102, 9112, ...
 #
 # Idempotent: a healthy service is left alone. A service that does not become
 # healthy within $HOOKRELAY_UP_TIMEOUT seconds (default 90), or whose process
@@ -14,10 +15,21 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 lock
 mkdir -p "$STATE/pids" "$STATE/logs"
 
-# Per service: how to check it, find its pid, and which logs to name.
-declare -A check=([kafka]=kafka_healthy [clickhouse]=clickhouse_healthy)
-declare -A pidof=([kafka]=kafka_pid [clickhouse]=clickhouse_pid)
-declare -A logs=([kafka]="$KAFKA_LOG" [clickhouse]="$CH_ERR_LOG $CH_OUT")
+# Per service: how to check it, find its pid, and which logs to name. Each
+# Kafka node is a service ("kafka" alone, or kafka-1 ... kafka-N).
+declare -A check=([clickhouse]=clickhouse_healthy)
+declare -A pidof=([clickhouse]=clickhouse_pid)
+declare -A logs=([clickhouse]="$CH_ERR_LOG $CH_OUT")
+declare -A nodeof=()
+kafka_services=()
+for ((i = 1; i <= KAFKA_NODES; i++)); do
+	kafka_node "$i"
+	check[$NODE_NAME]="kafka_healthy $i"
+	pidof[$NODE_NAME]="kafka_pid $i"
+	logs[$NODE_NAME]=$NODE_LOG
+	nodeof[$NODE_NAME]=$i
+	kafka_services+=("$NODE_NAME")
+done
 # launched[NAME]: $EPOCHREALTIME when NAME's process was launched (or found
 # starting); the services still to wait for.
 declare -A launched=()
@@ -28,7 +40,11 @@ elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
 port_hint() {
 	command -v ss >/dev/null || return 0
 	local p
-	for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$CH_TCP_PORT" "$CH_HTTP_PORT"; do
+	for ((i = 1; i <= KAFKA_NODES; i++)); do
+		ss -Hltnp "sport = :$((KAFKA_PORT + 10 * (i - 1)))" 2>/dev/null | sed "s/^/stack: port $((KAFKA_PORT + 10 * (i - 1))) in use: /"
+		ss -Hltnp "sport = :$((KAFKA_CONTROLLER_PORT + 10 * (i - 1)))" 2>/dev/null | sed "s/^/stack: port $((KAFKA_CONTROLLER_PORT + 10 * (i - 1))) in use: /"
+	done
+	for p in "$CH_TCP_PORT" "$CH_HTTP_PORT"; do
 		ss -Hltnp "sport = :$p" 2>/dev/null | sed "s/^/stack: port $p in use: /"
 	done
 }
@@ -64,32 +80,8 @@ needs_start() {
 }
 
 start_kafka() {
-	[[ -f $KAFKA_LIBS_MARKER ]] || die "no Kafka jars in $KAFKA_LIBS; run: make deps"
-	command -v java >/dev/null || die "no java on PATH; run: make deps"
-	mkdir -p "$KAFKA_DATA"
-	sed -e "s|@KAFKA_DATA@|$KAFKA_DATA|g" -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
-		-e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" "$DEPLOY/server.properties" >"$KAFKA_CONFIG"
-	local cp="$KAFKA_LIBS/*"
-	if [[ ! -s $KAFKA_DATA/meta.properties ]]; then
-		local id flog="$STATE/logs/kafka-format.log"
-		id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>>"$flog") ||
-			die "kafka.tools.StorageTool random-uuid failed; read $flog"
-		java -Dlog4j2.configurationFile="$DEPLOY/log4j2.properties" -cp "$cp" \
-			kafka.tools.StorageTool format --ignore-formatted -t "$id" -c "$KAFKA_CONFIG" >>"$flog" 2>&1 ||
-			die "formatting $KAFKA_DATA failed; read $flog"
-		echo "$id" >"$KAFKA_CLUSTER_ID_FILE"
-		log "kafka storage formatted, cluster ID $id"
-	fi
-	rotate "$KAFKA_LOG"
-	log "starting kafka on 127.0.0.1:$KAFKA_PORT (log: $KAFKA_LOG)"
-	launched[kafka]=$EPOCHREALTIME
-	# setsid: the broker outlives this script and ignores the terminal's ^C.
-	setsid java -Xms256m -Xmx"$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-		-Djava.awt.headless=true \
-		-Dlog4j2.configurationFile="$DEPLOY/log4j2.properties" \
-		-cp "$cp" kafka.Kafka "$KAFKA_CONFIG" >>"$KAFKA_LOG" 2>&1 </dev/null 9>&- &
-	echo $! >"$KAFKA_PID"
-	disown
+	launched[$1]=$EPOCHREALTIME
+	kafka_launch "${nodeof[$1]}"
 }
 
 start_clickhouse() {
@@ -109,8 +101,14 @@ start_clickhouse() {
 	disown
 }
 
+# A single node and a cluster of this state folder use the same ports.
+strays=$(kafka_strays)
+[[ -z $strays ]] || die "Kafka nodes of another layout run in $STATE ($(echo $strays)); run make down first"
+
 # Launch what is missing, then wait for everything launched, side by side.
-if needs_start kafka; then start_kafka; fi
+for name in "${kafka_services[@]}"; do
+	if needs_start "$name"; then start_kafka "$name"; fi
+done
 if needs_start clickhouse; then start_clickhouse; fi
 while ((${#launched[@]})); do
 	for name in "${!launched[@]}"; do
@@ -126,4 +124,4 @@ while ((${#launched[@]})); do
 	done
 	((${#launched[@]} == 0)) || sleep 0.2
 done
-log "up: kafka 127.0.0.1:$KAFKA_PORT (cluster $(kafka_cluster_id)), clickhouse 127.0.0.1:$CH_TCP_PORT"
+log "up: kafka $(kafka_brokers) (cluster $(kafka_cluster_id)), clickhouse 127.0.0.1:$CH_TCP_PORT"

@@ -146,8 +146,9 @@ func ClusterID(t testing.TB) string {
 // that container's; else the cluster.id in the local stack's
 // kafka/data/meta.properties under HOOKRELAY_STACK_DIR (default: .local at
 // the repository root, found by walking up from the working directory to
-// the go.mod of github.com/hookrelay/hookrelay). It fails the test when
-// none of these gives one.
+// the go.mod of github.com/hookrelay/hookrelay), or in
+// kafka/node-1/data/meta.properties when HOOKRELAY_KAFKA_NODES is above 1
+// (`make up KAFKA_NODES=3`). It fails the test when none of these gives one.
 func ExpectedClusterID(t testing.TB) string {
 	t.Helper()
 	if id := strings.TrimSpace(os.Getenv(EnvClusterID)); id != "" {
@@ -165,6 +166,9 @@ func ExpectedClusterID(t testing.TB) string {
 		t.Fatalf("stack: expected cluster ID: %v (or set %s)", err, EnvClusterID)
 	}
 	meta := filepath.Join(dir, "kafka", "data", "meta.properties")
+	if n := os.Getenv("HOOKRELAY_KAFKA_NODES"); n != "" && n != "1" {
+		meta = filepath.Join(dir, "kafka", "node-1", "data", "meta.properties")
+	}
 	id, err = readProperty(meta, "cluster.id")
 	if err != nil {
 		t.Fatalf("stack: expected cluster ID: %v (run `make up`, or set %s)", err, EnvClusterID)
