@@ -117,14 +117,14 @@ func TestAttemptLogFaultPoints(t *testing.T) {
 func TestAttemptLogTimedKill(t *testing.T) {
 	h := newHarness(t, config{RetrySchedule: "1s,2s,4s", Env: attemptLogEnv})
 	var mu sync.Mutex
-	var cur *process
+	var cur *process // the process running now, set before it can send
 	kills := make(chan struct{}, 8)
 	rc := newReceiver(t, "alogk", func(r *request) answer {
 		if r.Nth <= 4 {
-			mu.Lock()
-			p := cur
-			mu.Unlock()
 			time.AfterFunc(20*time.Millisecond, func() {
+				mu.Lock()
+				p := cur
+				mu.Unlock()
 				_ = p.cmd.Process.Signal(syscall.SIGKILL)
 				kills <- struct{}{}
 			})
@@ -135,10 +135,15 @@ func TestAttemptLogTimedKill(t *testing.T) {
 		return answer{Status: http.StatusOK}
 	})
 	h.addEndpoint(endpoint{ID: "alogk", URL: rc.URL, Secret: rc.Secret, Events: []string{"alogk.*"}})
-	p := h.start("alogk-1")
-	mu.Lock()
-	cur = p
-	mu.Unlock()
+	start := func() *process {
+		p := h.launch("alogk-1")
+		mu.Lock()
+		cur = p
+		mu.Unlock()
+		p.waitReady(readyTimeout)
+		return p
+	}
+	p := start()
 	h.produce(h.events([]cloudEvent{{ID: "alogk-ev", Source: "urn:e2e:alogk", Type: "alogk.thing", Time: time.Now(), Data: eventData{Event: "alogk-ev"}}})...)
 	for i := range 4 {
 		select {
@@ -148,10 +153,7 @@ func TestAttemptLogTimedKill(t *testing.T) {
 		}
 		<-p.done
 		t.Logf("kill %d after request %d", i+1, rc.Count())
-		p = h.start("alogk-1")
-		mu.Lock()
-		cur = p
-		mu.Unlock()
+		p = start()
 	}
 	checkAttemptLog(t, h, rc, "alogk", 0)
 }

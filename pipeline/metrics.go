@@ -14,6 +14,7 @@ type metrics struct {
 	fannedOut       metric.Int64Counter // hookrelay.deliveries.created
 	attempts        metric.Int64Counter // hookrelay.attempts{outcome}
 	attemptLatency  metric.Float64Histogram
+	startLatency    metric.Float64Histogram // hookrelay.attempt.start.duration
 	parked          metric.Int64Counter // hookrelay.deliveries.parked{reason}
 	txnAborts       metric.Int64Counter // hookrelay.transactions.aborted{stage}
 	duplicateSkips  metric.Int64Counter // hookrelay.deliveries.skipped_finished
@@ -36,6 +37,9 @@ func newMetrics(m metric.Meter) *metrics {
 	ms.attemptLatency, _ = m.Float64Histogram("hookrelay.attempt.duration", metric.WithUnit("s"),
 		metric.WithDescription("HTTP attempt latency, request start to response headers or error."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	ms.startLatency, _ = m.Float64Histogram("hookrelay.attempt.start.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time to write an attempt's sending row (acknowledged by every in-sync replica) before its request."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 	ms.parked, _ = m.Int64Counter("hookrelay.deliveries.parked", metric.WithDescription("Deliveries parked in a delay tier without an attempt, by reason (backlog, paused)."))
 	ms.txnAborts, _ = m.Int64Counter("hookrelay.transactions.aborted", metric.WithDescription("Kafka transactions that ended in an abort (their work is redone), by stage."))
 	ms.duplicateSkips, _ = m.Int64Counter("hookrelay.deliveries.skipped_finished", metric.WithDescription("Re-read deliveries skipped because the commit metadata says they already finished."))
