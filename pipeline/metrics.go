@@ -15,9 +15,9 @@ type metrics struct {
 	attempts        metric.Int64Counter // hookrelay.attempts{outcome}
 	attemptLatency  metric.Float64Histogram
 	startLatency    metric.Float64Histogram // hookrelay.attempt.start.duration
-	parked          metric.Int64Counter // hookrelay.deliveries.parked{reason}
-	txnAborts       metric.Int64Counter // hookrelay.transactions.aborted{stage}
-	duplicateSkips  metric.Int64Counter // hookrelay.deliveries.skipped_finished
+	parked          metric.Int64Counter     // hookrelay.deliveries.parked{reason}
+	txnAborts       metric.Int64Counter     // hookrelay.transactions.aborted{stage}
+	duplicateSkips  metric.Int64Counter     // hookrelay.deliveries.skipped_finished
 	backlog         metric.Int64UpDownCounter
 	inFlight        metric.Int64UpDownCounter
 	partitionPauses metric.Int64Counter
