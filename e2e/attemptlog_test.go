@@ -135,15 +135,17 @@ func TestAttemptLogTimedKill(t *testing.T) {
 		return answer{Status: http.StatusOK}
 	})
 	h.addEndpoint(endpoint{ID: "alogk", URL: rc.URL, Secret: rc.Secret, Events: []string{"alogk.*"}})
+	// A restarted process may be killed again before it reports ready, so
+	// only the first start waits for /readyz.
 	start := func() *process {
 		p := h.launch("alogk-1")
 		mu.Lock()
 		cur = p
 		mu.Unlock()
-		p.waitReady(readyTimeout)
 		return p
 	}
 	p := start()
+	p.waitReady(readyTimeout)
 	h.produce(h.events([]cloudEvent{{ID: "alogk-ev", Source: "urn:e2e:alogk", Type: "alogk.thing", Time: time.Now(), Data: eventData{Event: "alogk-ev"}}})...)
 	for i := range 4 {
 		select {
