@@ -171,9 +171,11 @@ func (o *DispatcherOptions) validate() error {
 // Offsets: a partition's committed offset never passes an unfinished
 // delivery; deliveries finished above it are listed in the commit metadata
 // and skipped by the next owner. Every follow-up record (retry tier, DLQ,
-// endpoint status) is produced in the same Kafka transaction as the offset
-// commit that retires its source record, so a crash never leaves two live
-// copies of a delivery. See docs/ARCHITECTURE.md for the goroutine map.
+// endpoint status, and the attempt's outcome row) is produced in the same
+// Kafka transaction as the offset commit that retires its source record, so
+// a crash never leaves two live copies of a delivery. Before each request
+// the attempt's Sending row is written and awaited (see [AttemptLog]), so a
+// request that may have reached the endpoint always has a row. See docs/ARCHITECTURE.md for the goroutine map.
 type Dispatcher struct {
 	o    DispatcherOptions
 	m    *metrics
