@@ -161,3 +161,49 @@ func TestDispatcherSendsNothingUnlogged(t *testing.T) {
 		t.Errorf("%d requests made with %d failed sending rows; want none", n, log.started.Load())
 	}
 }
+
+// TestDispatcherRevokedAttemptRowCommits: an attempt cut short by a
+// revocation while the dispatcher keeps running still gets its outcome row
+// (class canceled), committed in the dispatcher's next transaction though
+// its delivery's offset is no longer this dispatcher's to commit.
+func TestDispatcherRevokedAttemptRowCommits(t *testing.T) {
+	_, seeds, topics, policy := reviewCluster(t, "ro.", 2)
+	prod, err := kgo.NewClient(seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for p, ep := range []string{"a", "b"} {
+		r := deliveryRec(topics.Deliveries, ep, "d-"+ep)
+		r.Partition = int32(p)
+		if err := prod.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sent atomic.Int32
+	release := make(chan struct{})
+	opts := func(txn string) DispatcherOptions {
+		return DispatcherOptions{
+			ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+			Topics:     topics, Group: "ro.dispatch", TransactionalID: txn,
+			Endpoints: fakeEndpoints{"a": testEndpoint("a", 1), "b": testEndpoint("b", 1)},
+			Attempter: funcAttempter(func(ctx context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
+				sent.Add(1)
+				select {
+				case <-ctx.Done():
+				case <-release:
+				}
+				return AttemptResult{StartedAt: now, Latency: time.Since(now), Outcome: audit.RetryScheduled, ErrorClass: "timeout"}
+			}),
+			Policy: policy,
+		}
+	}
+	startDispatcher(t, opts("ro.dispatch-1"))
+	waitFor(t, "two requests in flight", func() bool { return sent.Load() == 2 })
+	startDispatcher(t, opts("ro.dispatch-2")) // takes one partition over
+	t.Cleanup(func() { close(release) })      // runs before the dispatchers stop
+	rows := readAttempts(t, seeds, topics.Attempts, 1)
+	if len(rows) == 0 || rows[0].ErrorClass != "canceled" || rows[0].Outcome != audit.RetryScheduled {
+		t.Fatalf("attempt rows %+v, want the revoked attempt's canceled row", rows)
+	}
+}
