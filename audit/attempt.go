@@ -11,7 +11,10 @@
 //     into a Store (Kafka is the buffer, so a ClickHouse outage loses nothing);
 //   - audit/audittest: the conformance suite every Store passes.
 //
-// The dispatcher produces an Attempt to the attempts topic for every attempt.
+// The dispatcher produces an Attempt to the attempts topic for every attempt:
+// a [Sending] row, awaited, before each request, and the attempt's outcome
+// (same AttemptID) in the transaction that retires the delivery. The sink
+// resolves a Sending row whose outcome never comes as [Interrupted].
 package audit
 
 import (
@@ -57,10 +60,23 @@ const (
 	// written by another producer; ErrorMessage names the field and why);
 	// no request was sent and the delivery went to the DLQ.
 	ConfigError Outcome = "config_error"
+	// Sending: a request is being made; replaced by the attempt's outcome,
+	// or by Interrupted. The dispatcher writes it, durably, before the
+	// request leaves; it lives on the attempts topic only (the audit sink
+	// holds it until it is resolved and never stores it).
+	Sending Outcome = "sending"
+	// Interrupted: the process stopped (or lost the delivery's partition)
+	// during the attempt, after its Sending row was written, and its outcome
+	// was never recorded: the receiver may have got the request. The audit
+	// sink writes it (error_class "interrupted") when a later row of the
+	// same delivery arrives or no outcome came within its grace period; the
+	// attempt's real outcome replaces it if it arrives after all. The
+	// delivery is attempted again by the partition's next owner.
+	Interrupted Outcome = "interrupted"
 )
 
 // Outcomes lists every Outcome, in the order above.
-var Outcomes = []Outcome{Delivered, RetryScheduled, Failed, Gone, Blocked, Abandoned, Exhausted, Expired, Skipped, ConfigError}
+var Outcomes = []Outcome{Delivered, RetryScheduled, Failed, Gone, Blocked, Abandoned, Exhausted, Expired, Skipped, ConfigError, Sending, Interrupted}
 
 // Valid reports whether o is one of [Outcomes].
 func (o Outcome) Valid() bool {
@@ -73,8 +89,8 @@ func (o Outcome) Valid() bool {
 }
 
 // Final reports whether no further attempt follows an attempt with this
-// outcome. Only RetryScheduled is not final.
-func (o Outcome) Final() bool { return o != RetryScheduled }
+// outcome. RetryScheduled, Sending and Interrupted are not final.
+func (o Outcome) Final() bool { return o != RetryScheduled && o != Sending && o != Interrupted }
 
 // MaxResponseBody is how many bytes of a response body an Attempt keeps: 4 KiB.
 const MaxResponseBody = 4 << 10

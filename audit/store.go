@@ -139,9 +139,11 @@ const (
 )
 
 // WentToNetwork reports whether an attempt with outcome o made (or tried to
-// make) a request, so its latency counts in EndpointSummary.
+// make) a request with a measured latency, so its latency counts in
+// EndpointSummary. Sending and Interrupted attempts have no measured
+// latency; the others listed never made a request.
 func (o Outcome) WentToNetwork() bool {
-	return o != Abandoned && o != Expired && o != Blocked && o != Skipped && o != ConfigError
+	return o != Abandoned && o != Expired && o != Blocked && o != Skipped && o != ConfigError && o != Sending && o != Interrupted
 }
 
 // MinTime and MaxTime bound the times a Store holds: the range of a

@@ -52,8 +52,12 @@ const (
 	cliTimeout   = 30 * time.Second // one `hookrelay endpoints …` command
 )
 
-// binary is the hookrelay binary, built once per test binary.
-var binary struct {
+// binary is the hookrelay binary, built once per test binary; faultBinary
+// the same with -tags faultinject (see pipeline/faultinject_on.go), built
+// only by the tests that inject faults.
+var binary, faultBinary builtBinary
+
+type builtBinary struct {
 	once sync.Once
 	path string
 	err  error
@@ -65,6 +69,18 @@ var binary struct {
 // binaries of test processes that no longer run.
 func hookrelayBinary(t testing.TB) string {
 	t.Helper()
+	return binary.build(t, "hookrelay")
+}
+
+// hookrelayFaultBinary is hookrelayBinary built with -tags faultinject, at
+// $TMPDIR/hookrelay-e2e-bin/hookrelay-fault-<pid>.
+func hookrelayFaultBinary(t testing.TB) string {
+	t.Helper()
+	return faultBinary.build(t, "hookrelay-fault", "-tags", "faultinject")
+}
+
+func (binary *builtBinary) build(t testing.TB, name string, flags ...string) string {
+	t.Helper()
 	binary.once.Do(func() {
 		start := time.Now()
 		dir := filepath.Join(os.TempDir(), "hookrelay-e2e-bin")
@@ -73,13 +89,14 @@ func hookrelayBinary(t testing.TB) string {
 			return
 		}
 		removeStaleBinaries(dir)
-		binary.path = filepath.Join(dir, fmt.Sprintf("hookrelay-%d", os.Getpid()))
-		cmd := exec.Command("go", "build", "-o", binary.path, "github.com/hookrelay/hookrelay/cmd/hookrelay")
+		binary.path = filepath.Join(dir, fmt.Sprintf("%s-%d", name, os.Getpid()))
+		args := append(append([]string{"build"}, flags...), "-o", binary.path, "github.com/hookrelay/hookrelay/cmd/hookrelay")
+		cmd := exec.Command("go", args...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			binary.err = fmt.Errorf("go build ./cmd/hookrelay: %v\n%s", err, out)
+			binary.err = fmt.Errorf("go build %v ./cmd/hookrelay: %v\n%s", flags, err, out)
 		}
-		t.Logf("e2e: built hookrelay in %v", time.Since(start).Round(time.Millisecond))
+		t.Logf("e2e: built %s in %v", name, time.Since(start).Round(time.Millisecond))
 	})
 	if binary.err != nil {
 		t.Fatalf("e2e: %v", binary.err)
@@ -87,11 +104,12 @@ func hookrelayBinary(t testing.TB) string {
 	return binary.path
 }
 
-// removeStaleBinaries removes dir/hookrelay-<pid> files whose process is gone.
+// removeStaleBinaries removes dir/hookrelay-[fault-]<pid> files whose
+// process is gone.
 func removeStaleBinaries(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "hookrelay-"))
+		pid, err := strconv.Atoi(strings.TrimPrefix(strings.TrimPrefix(e.Name(), "hookrelay-"), "fault-"))
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
@@ -115,6 +133,9 @@ type config struct {
 	QueueTTL string
 	// Env holds extra KEY=VALUE entries for every hookrelay command.
 	Env []string
+	// FaultInject runs the binary built with -tags faultinject, so
+	// HOOKRELAY_FAULT works (see pipeline/faultinject_on.go).
+	FaultInject bool
 }
 
 // harness is one test's view of the stack and of hookrelay.
@@ -123,6 +144,7 @@ type harness struct {
 	prefix  string
 	db      string
 	env     []string // HOOKRELAY_* for every command
+	bin     string   // the hookrelay binary
 	cl      *kgo.Client
 	started int // processes started, for log file names
 }
@@ -144,11 +166,14 @@ func newHarness(t *testing.T, c config) *harness {
 	// (package stack) before spending a build on it.
 	stack.Brokers(t)
 	stack.ClickHouseDSN(t)
-	hookrelayBinary(t) // then build: a compile error fails before anything starts
 	h := &harness{
 		t:      t,
 		prefix: stack.TopicPrefix(t),
 		db:     stack.Database(t),
+		bin:    hookrelayBinary(t), // then build: a compile error fails before anything starts
+	}
+	if c.FaultInject {
+		h.bin = hookrelayFaultBinary(t)
 	}
 	env := []string{
 		"HOOKRELAY_BROKERS=" + strings.Join(stack.Brokers(t), ","),
@@ -177,7 +202,7 @@ func (h *harness) topic(name string) string { return h.prefix + name }
 // command returns an unstarted hookrelay command with the harness's
 // environment (the parent's environment minus any HOOKRELAY_*).
 func (h *harness) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, hookrelayBinary(h.t), args...)
+	cmd := exec.CommandContext(ctx, h.bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HOOKRELAY_") {
 			cmd.Env = append(cmd.Env, kv)

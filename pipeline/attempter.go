@@ -29,7 +29,6 @@ type Attempter interface {
 
 // AttemptResult is one attempt's classified result.
 type AttemptResult struct {
-	AttemptID    string        // unique per attempt
 	StartedAt    time.Time     // when the request started
 	Latency      time.Duration // request start to response headers, or to the error
 	StatusCode   int           // 0 when no response was received
@@ -115,7 +114,6 @@ func (h *HTTPAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, bod
 	})
 	c := webhook.Classify(res)
 	r := AttemptResult{
-		AttemptID:    newAttemptID(),
 		StartedAt:    res.SentAt,
 		Latency:      res.Latency,
 		StatusCode:   res.StatusCode,

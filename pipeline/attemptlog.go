@@ -2,45 +2,43 @@ package pipeline
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
 )
 
-// KafkaAttemptLog streams attempt rows to the attempts topic with an
-// idempotent, non-transactional producer: an attempt is recorded the moment
-// it ends, whatever becomes of the transaction that retires its delivery
-// (a real request always has its row). Safe for concurrent use.
+// KafkaAttemptLog writes the "sending" row of each attempt
+// ([audit.Sending]) to the attempts topic, keyed by endpoint ID, before the
+// request leaves. The attempt's outcome row is not written here: the
+// dispatcher produces it in the transaction that retires the delivery, with
+// the same key, so both rows land on the same partition in that order and
+// the audit sink can pair them (see audit/sink). Safe for concurrent use.
 type KafkaAttemptLog struct {
-	cl     *kgo.Client
-	topic  string
-	logger *slog.Logger
+	cl    *kgo.Client
+	topic string
 }
 
-// NewKafkaAttemptLog produces to topic with cl; the caller owns cl and must
-// Flush it before closing so buffered rows are not lost.
-func NewKafkaAttemptLog(cl *kgo.Client, topic string, logger *slog.Logger) *KafkaAttemptLog {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &KafkaAttemptLog{cl: cl, topic: topic, logger: logger}
+// NewKafkaAttemptLog produces to topic with cl, which must be an idempotent
+// producer with acks=all (franz-go's defaults) and use the same partitioner
+// as the dispatcher's client. Give it a short linger (or none): every
+// Started waits for its record. The caller owns cl.
+func NewKafkaAttemptLog(cl *kgo.Client, topic string) *KafkaAttemptLog {
+	return &KafkaAttemptLog{cl: cl, topic: topic}
 }
 
-// Record produces a asynchronously, keyed by endpoint ID. The client retries
-// until the record is written; a failure is logged. It blocks only while the
-// client's buffer is full, until ctx ends (then the row is dropped and
-// logged).
-func (l *KafkaAttemptLog) Record(ctx context.Context, a *audit.Attempt) {
+// Started produces a and waits until every in-sync replica has it. It
+// returns the error that kept the record from being written (ctx ended,
+// the client's record delivery timeout passed, the broker refused it);
+// then the dispatcher makes no request.
+func (l *KafkaAttemptLog) Started(ctx context.Context, a *audit.Attempt) error {
 	b, err := a.Marshal()
 	if err != nil {
-		l.logger.Error("attempts: encode", "attempt_id", a.AttemptID, "err", err)
-		return
+		return fmt.Errorf("pipeline: encode attempt %s: %w", a.AttemptID, err)
 	}
-	l.cl.Produce(ctx, &kgo.Record{Topic: l.topic, Key: []byte(a.EndpointID), Value: b}, func(_ *kgo.Record, err error) {
-		if err != nil {
-			l.logger.Error("attempts: produce", "attempt_id", a.AttemptID, "err", err)
-		}
-	})
+	if err := l.cl.ProduceSync(ctx, &kgo.Record{Topic: l.topic, Key: []byte(a.EndpointID), Value: b}).FirstErr(); err != nil {
+		return fmt.Errorf("pipeline: write the sending row of attempt %s: %w", a.AttemptID, err)
+	}
+	return nil
 }

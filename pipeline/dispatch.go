@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,12 +29,20 @@ type EndpointSource interface {
 	Get(id string) (*endpoints.Endpoint, bool)
 }
 
-// AttemptLog receives every attempt the moment it ends. Record may block
-// while the log's buffer is full (Kafka unavailable): that is backpressure
-// on delivery. It must return when ctx ends (the partition was revoked or
-// the dispatcher is stopping), dropping the row.
+// AttemptLog durably records that an attempt is starting, before its
+// request leaves: Started writes a's row (outcome [audit.Sending]) to the
+// attempts topic and returns only once it is written (acknowledged by every
+// in-sync replica), or with the error that kept it from being written; then
+// no request is made. It must return when ctx ends. Safe for concurrent use.
+//
+// The outcome row of the attempt (same AttemptID, AttemptedAt, EndpointID)
+// is not written through AttemptLog: the dispatcher produces it to
+// Topics.Attempts in the transaction that commits the delivery's offset, so
+// it is written exactly when the delivery is retired. A process that dies
+// between the two leaves a Sending row alone, which the audit sink resolves
+// as [audit.Interrupted] (see audit/sink).
 type AttemptLog interface {
-	Record(ctx context.Context, a *audit.Attempt)
+	Started(ctx context.Context, a *audit.Attempt) error
 }
 
 // DispatcherOptions configures a [Dispatcher]. cmd/ fills it; nothing here
@@ -56,8 +65,14 @@ type DispatcherOptions struct {
 	Endpoints EndpointSource
 	// Attempter sends one attempt. Required.
 	Attempter Attempter
-	// Attempts receives every attempt row. Required.
+	// Attempts writes each attempt's Sending row before its request.
+	// Required.
 	Attempts AttemptLog
+	// StartTimeout bounds the wait for an attempt's Sending row. If it is
+	// not written in time (Kafka unavailable), the request is not made and
+	// the delivery is parked in a delay tier without consuming an attempt.
+	// Optional. Default 10s.
+	StartTimeout time.Duration
 	// Policy decides what follows an attempt. Required.
 	Policy *RetryPolicy
 	// EndpointBacklog caps the deliveries held in memory for one endpoint.
@@ -116,6 +131,8 @@ func (o *DispatcherOptions) validate() error {
 		return fmt.Errorf("pipeline: DispatcherOptions.MaxQueueWait must be >= 0, got %v", o.MaxQueueWait)
 	case o.TransactionTimeout < 0:
 		return fmt.Errorf("pipeline: DispatcherOptions.TransactionTimeout must be >= 0, got %v", o.TransactionTimeout)
+	case o.StartTimeout < 0:
+		return fmt.Errorf("pipeline: DispatcherOptions.StartTimeout must be >= 0, got %v", o.StartTimeout)
 	case o.FlushInterval < 0:
 		return fmt.Errorf("pipeline: DispatcherOptions.FlushInterval must be >= 0, got %v", o.FlushInterval)
 	}
@@ -130,6 +147,9 @@ func (o *DispatcherOptions) validate() error {
 	}
 	if o.FlushInterval == 0 {
 		o.FlushInterval = 100 * time.Millisecond
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 10 * time.Second
 	}
 	if o.TransactionTimeout == 0 {
 		o.TransactionTimeout = DefaultTransactionTimeout
@@ -151,9 +171,11 @@ func (o *DispatcherOptions) validate() error {
 // Offsets: a partition's committed offset never passes an unfinished
 // delivery; deliveries finished above it are listed in the commit metadata
 // and skipped by the next owner. Every follow-up record (retry tier, DLQ,
-// endpoint status) is produced in the same Kafka transaction as the offset
-// commit that retires its source record, so a crash never leaves two live
-// copies of a delivery. See docs/ARCHITECTURE.md for the goroutine map.
+// endpoint status, and the attempt's outcome row) is produced in the same
+// Kafka transaction as the offset commit that retires its source record, so
+// a crash never leaves two live copies of a delivery. Before each request
+// the attempt's Sending row is written and awaited (see [AttemptLog]), so a
+// request that may have reached the endpoint always has a row. See docs/ARCHITECTURE.md for the goroutine map.
 type Dispatcher struct {
 	o    DispatcherOptions
 	m    *metrics
@@ -167,6 +189,7 @@ type Dispatcher struct {
 
 	doneMu sync.Mutex
 	done   []completion
+	loose  []*kgo.Record // attempt rows of revoked partitions; guarded by doneMu
 	wake   chan struct{} // buffered(1): a completion is waiting
 
 	joined chan struct{} // closed at the first assignment
@@ -175,6 +198,7 @@ type Dispatcher struct {
 	lastCommit map[int32]commitInfo // what the last committed transaction stored; guarded by mu
 
 	runCtx      context.Context // Run's context, for work done on the poll loop
+	orphans     []*kgo.Record   // attempt rows tied to no owned offset, until a transaction commits them; poll loop only
 	abortStreak int             // transactions aborted in a row; poll loop only
 	nextFlushAt time.Time       // backoff after aborts; poll loop only
 }
@@ -496,16 +520,16 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		ep = nil
 	}
 	if v := checkIdentity(&meta, ep); v.outcome != "" {
-		d.finish(p, r.Offset, d.refuse(d.runCtx, it, ep, v, now))
+		d.finish(p, r.Offset, d.refuse(it, ep, v, now))
 		return
 	}
 	if d.o.Policy.Expired(meta, now) {
-		d.finish(p, r.Offset, d.conclude(d.runCtx, it, ep, audit.Expired, now))
+		d.finish(p, r.Offset, d.conclude(it, ep, audit.Expired, now))
 		return
 	}
 	lim, err := d.limiter(ep)
 	if err != nil {
-		d.finish(p, r.Offset, d.conclude(d.runCtx, it, ep, audit.Abandoned, now))
+		d.finish(p, r.Offset, d.conclude(it, ep, audit.Abandoned, now))
 		return
 	}
 	if meta.PauseUntil.After(now) {
@@ -617,6 +641,8 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	d.doneMu.Lock()
 	done := d.done
 	d.done = nil
+	d.orphans = append(d.orphans, d.loose...)
+	d.loose = nil
 	d.doneMu.Unlock()
 
 	d.mu.Lock()
@@ -632,7 +658,10 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 
 	for _, c := range done {
 		if parts[c.p.id] != c.p {
-			continue // revoked: the next owner redoes it
+			// Revoked: the next owner redoes the delivery, but the
+			// attempt happened, so its row is still written.
+			d.orphans = append(d.orphans, d.attemptRows(c.out)...)
+			continue
 		}
 		c.p.tracker.done(c.off)
 		for _, r := range c.out {
@@ -648,7 +677,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	proposed := d.sess.Client().UncommittedOffsets()[d.o.Topics.Deliveries]
 	owned := d.sess.Client().CommittedOffsets()[d.o.Topics.Deliveries]
 	commits := make(map[int32]commitInfo, len(parts))
-	var out []*kgo.Record
+	out := slices.Clip(d.orphans)
 	held := make(map[int32][]outRecord, len(parts))
 	var included, lost []int32
 	for id, p := range parts {
@@ -731,6 +760,9 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	if err := d.sess.Client().Flush(ctx); err != nil || produceErr.Load() != nil {
 		try = kgo.TryAbort
 	}
+	if len(d.attemptRows(out)) > 0 {
+		faultPoint("crash-before-commit") // an attempt's outcome row is produced, not committed
+	}
 	committed, err := d.sess.End(endCtx, try)
 	if err != nil {
 		return fmt.Errorf("pipeline: dispatcher end transaction: %w", err)
@@ -756,6 +788,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		return nil
 	}
 	d.abortStreak = 0
+	d.orphans = nil
 	d.mu.Lock()
 	if d.lastCommit == nil {
 		d.lastCommit = make(map[int32]commitInfo)
@@ -768,6 +801,17 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 	}
 	d.mu.Unlock()
 	return nil
+}
+
+// attemptRows returns the records of recs that are attempt rows.
+func (d *Dispatcher) attemptRows(recs []*kgo.Record) []*kgo.Record {
+	var rows []*kgo.Record
+	for _, r := range recs {
+		if r.Topic == d.o.Topics.Attempts {
+			rows = append(rows, r)
+		}
+	}
+	return rows
 }
 
 // rewriteCommit turns the offsets franz-go proposes (everything polled) into

@@ -125,7 +125,7 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 				if v.outcome == "" { // active, but its limits are unusable
 					v = verdict{outcome: audit.ConfigError, class: classInvalid, message: "endpoint pacing limits cannot be used; not sent"}
 				}
-				d.complete(p, it.off, d.refuse(p.ctx, it, ep, v, now))
+				d.complete(p, it.off, d.refuse(it, ep, v, now))
 			})
 		}
 		// A pause of at least the smallest tier (a 429), or deliveries
@@ -232,18 +232,35 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	}
 	if v := checkIdentity(&it.meta, ep); v.outcome != "" {
 		release()
-		d.complete(p, it.off, d.refuse(p.ctx, it, ep, v, now))
+		d.complete(p, it.off, d.refuse(it, ep, v, now))
 		return
 	}
 	if d.o.Policy.Expired(it.meta, now) {
 		release()
-		d.complete(p, it.off, d.conclude(p.ctx, it, ep, audit.Expired, now))
+		d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
 		return
 	}
 	ctx := context.Background()
+	// The attempt's Sending row is durable before the request leaves, so
+	// a request that may have reached the endpoint always has a row,
+	// whenever the process dies. Without it, no request.
+	attemptID := newAttemptID()
+	faultPoint("crash-before-started")
+	if err := d.started(p, it, ep, attemptID, now); err != nil {
+		release()
+		if p.ctx.Err() != nil {
+			return // revoked: nothing sent; the next owner sends it
+		}
+		d.o.Logger.Warn("dispatch: attempt not made: its sending row was not written; delivery parked without consuming an attempt",
+			"endpoint", ep.ID, "delivery", it.meta.DeliveryID, "err", err)
+		d.park(p, it, "attempt_log", time.Time{}, now, d.complete)
+		return
+	}
+	faultPoint("crash-after-started")
 	d.m.inFlight.Add(ctx, 1)
 	res := d.o.Attempter.Attempt(p.ctx, ep, it.value, &it.meta, now)
 	d.m.inFlight.Add(ctx, -1)
+	faultPoint("crash-after-response")
 	if res.PauseUntil.After(now) {
 		q.lim.Pause(d.o.Policy.CapPause(res.PauseUntil, now))
 	}
@@ -251,30 +268,33 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	if p.ctx.Err() != nil {
 		// Revoked mid-attempt: not committed; the next owner sends it again
 		// with the same webhook-id and body. The request may have reached
-		// the endpoint, so it still gets its row.
+		// the endpoint, so its outcome row is still written (in the next
+		// transaction, tied to no offset).
 		row := attemptRow(it, ep, audit.RetryScheduled, now)
-		row.AttemptID = res.AttemptID
+		row.AttemptID = attemptID
 		row.LatencyMs = res.Latency.Milliseconds()
 		row.HTTPStatus = res.StatusCode
 		row.ErrorClass = "canceled"
 		row.ErrorMessage = "partition revoked during the attempt; its next owner retries the delivery"
-		d.o.Attempts.Record(context.WithoutCancel(p.ctx), row)
+		d.doneMu.Lock()
+		d.loose = append(d.loose, d.attemptRecord(row)...)
+		d.doneMu.Unlock()
 		return
 	}
 	dec := d.o.Policy.Decide(it.meta, &res, res.StartedAt.Add(res.Latency), rand.Float64())
 	row := attemptRow(it, ep, dec.Outcome, now)
-	row.AttemptID = res.AttemptID
+	row.AttemptID = attemptID
 	row.LatencyMs = res.Latency.Milliseconds()
 	row.HTTPStatus = res.StatusCode
 	row.ErrorClass = res.ErrorClass
 	row.ErrorMessage = res.ErrorMessage
 	row.ResponseBody = res.Body
 	row.NextAttemptAt = dec.NextAttemptAt
-	d.o.Attempts.Record(p.ctx, row)
 	d.m.attempts.Add(ctx, 1, attrOutcome(dec.Outcome))
 	d.m.attemptLatency.Record(ctx, res.Latency.Seconds())
 
-	var out []*kgo.Record
+	// The outcome row commits with the delivery's offset (see flush).
+	out := d.attemptRecord(row)
 	if dec.Topic != "" {
 		out = append(out, deliveryRecord(dec.Topic, it.key, it.value, &dec.Meta))
 	}
@@ -302,8 +322,9 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 
 // conclude ends a delivery without sending it (abandoned: the endpoint is
 // disabled or deleted; expired: older than the queue TTL): one attempt row
-// and a DLQ record, so a later resend finds it.
-func (d *Dispatcher) conclude(ctx context.Context, it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) []*kgo.Record {
+// and a DLQ record, so a later resend finds it. Both are returned, to be
+// committed with the delivery's offset.
+func (d *Dispatcher) conclude(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time) []*kgo.Record {
 	row := attemptRow(it, ep, o, now)
 	row.AttemptID = newAttemptID()
 	row.ErrorClass = string(o)
@@ -313,12 +334,37 @@ func (d *Dispatcher) conclude(ctx context.Context, it *item, ep *endpoints.Endpo
 	case audit.Expired:
 		row.ErrorMessage = "event older than the queue TTL; not sent"
 	}
-	d.o.Attempts.Record(ctx, row)
 	d.m.attempts.Add(context.Background(), 1, attrOutcome(o))
 	m := it.meta
 	m.Reason = string(o)
 	m.History = append(m.History, delivery.AttemptSummary{Number: m.Attempt, At: now, Outcome: string(o)})
-	return []*kgo.Record{deliveryRecord(d.o.Topics.DLQ, it.key, it.value, &m)}
+	return append(d.attemptRecord(row), deliveryRecord(d.o.Topics.DLQ, it.key, it.value, &m))
+}
+
+// started writes the Sending row of attempt attemptID of it, bounded by
+// StartTimeout. The outcome row will carry the same AttemptID, AttemptedAt
+// (now) and endpoint, so the store collapses the pair.
+func (d *Dispatcher) started(p *partState, it *item, ep *endpoints.Endpoint, attemptID string, now time.Time) error {
+	row := attemptRow(it, ep, audit.Sending, now)
+	row.AttemptID = attemptID
+	ctx, cancel := context.WithTimeout(p.ctx, d.o.StartTimeout)
+	defer cancel()
+	start := time.Now()
+	err := d.o.Attempts.Started(ctx, row)
+	d.m.startLatency.Record(context.Background(), time.Since(start).Seconds())
+	return err
+}
+
+// attemptRecord is a as a record of the attempts topic, keyed by endpoint
+// ID like its Sending row (so both land on one partition, in order): a
+// one-element slice, or none if a does not encode (logged).
+func (d *Dispatcher) attemptRecord(a *audit.Attempt) []*kgo.Record {
+	b, err := a.Marshal()
+	if err != nil {
+		d.o.Logger.Error("dispatch: attempt row not encoded", "attempt_id", a.AttemptID, "err", err)
+		return nil
+	}
+	return []*kgo.Record{{Topic: d.o.Topics.Attempts, Key: []byte(a.EndpointID), Value: b}}
 }
 
 // deadLetter copies a record the dispatcher cannot read to the DLQ with the

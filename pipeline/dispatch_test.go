@@ -53,11 +53,11 @@ func (f *fakeAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, _ [
 	if f.hang[ep.ID] {
 		select {
 		case <-ctx.Done():
-			return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "canceled"}
+			return AttemptResult{StartedAt: now, Outcome: audit.RetryScheduled, ErrorClass: "canceled"}
 		case <-f.release:
 		}
 	}
-	return AttemptResult{AttemptID: newAttemptID(), StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
+	return AttemptResult{StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
 }
 
 func (f *fakeAttempter) count(id string) (calls, peak int) {
@@ -71,10 +71,12 @@ type memAttempts struct {
 	rows []*audit.Attempt
 }
 
-func (m *memAttempts) Record(_ context.Context, a *audit.Attempt) {
+// Started records a's Sending row.
+func (m *memAttempts) Started(_ context.Context, a *audit.Attempt) error {
 	m.mu.Lock()
 	m.rows = append(m.rows, a)
 	m.mu.Unlock()
+	return nil
 }
 
 func testEndpoint(id string, maxInFlight int) *endpoints.Endpoint {

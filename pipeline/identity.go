@@ -87,7 +87,7 @@ func checkIdentity(m *delivery.Meta, ep *endpoints.Endpoint) verdict {
 // refuse ends a delivery the dispatcher does not send (see checkIdentity):
 // one attempt row with the verdict and a DLQ record carrying it, so a later
 // resend finds it.
-func (d *Dispatcher) refuse(ctx context.Context, it *item, ep *endpoints.Endpoint, v verdict, now time.Time) []*kgo.Record {
+func (d *Dispatcher) refuse(it *item, ep *endpoints.Endpoint, v verdict, now time.Time) []*kgo.Record {
 	if v.foreign {
 		ep = nil // the row is the event's tenant's: no trace of another endpoint
 	}
@@ -95,7 +95,6 @@ func (d *Dispatcher) refuse(ctx context.Context, it *item, ep *endpoints.Endpoin
 	row.AttemptID = newAttemptID()
 	row.ErrorClass = v.class
 	row.ErrorMessage = v.message
-	d.o.Attempts.Record(ctx, row)
 	d.m.attempts.Add(context.Background(), 1, attrOutcome(v.outcome))
 	d.m.notSent.Add(context.Background(), 1, metric.WithAttributes(attribute.String("outcome", string(v.outcome)), attrReason(v.class)))
 	d.o.Logger.Info("dispatch: delivery not sent", "endpoint", it.meta.EndpointID, "delivery", it.meta.DeliveryID,
@@ -103,7 +102,8 @@ func (d *Dispatcher) refuse(ctx context.Context, it *item, ep *endpoints.Endpoin
 	m := it.meta
 	m.Reason = string(v.outcome)
 	m.History = append(m.History, delivery.AttemptSummary{Number: m.Attempt, At: now, Outcome: string(v.outcome), ErrorClass: v.class})
-	return []*kgo.Record{deliveryRecord(d.o.Topics.DLQ, it.key, it.value, &m)}
+	// The row commits with the delivery's offset, like every outcome row.
+	return append(d.attemptRecord(row), deliveryRecord(d.o.Topics.DLQ, it.key, it.value, &m))
 }
 
 // notSent is fan-out's record of a match it does not send (the endpoint is

@@ -14,10 +14,11 @@ type metrics struct {
 	fannedOut       metric.Int64Counter // hookrelay.deliveries.created
 	attempts        metric.Int64Counter // hookrelay.attempts{outcome}
 	attemptLatency  metric.Float64Histogram
-	parked          metric.Int64Counter // hookrelay.deliveries.parked{reason}
-	notSent         metric.Int64Counter // hookrelay.deliveries.not_sent{outcome,reason}
-	txnAborts       metric.Int64Counter // hookrelay.transactions.aborted{stage}
-	duplicateSkips  metric.Int64Counter // hookrelay.deliveries.skipped_finished
+	startLatency    metric.Float64Histogram // hookrelay.attempt.start.duration
+	parked          metric.Int64Counter     // hookrelay.deliveries.parked{reason}
+	notSent         metric.Int64Counter     // hookrelay.deliveries.not_sent{outcome,reason}
+	txnAborts       metric.Int64Counter     // hookrelay.transactions.aborted{stage}
+	duplicateSkips  metric.Int64Counter     // hookrelay.deliveries.skipped_finished
 	backlog         metric.Int64UpDownCounter
 	inFlight        metric.Int64UpDownCounter
 	partitionPauses metric.Int64Counter
@@ -37,6 +38,9 @@ func newMetrics(m metric.Meter) *metrics {
 	ms.attemptLatency, _ = m.Float64Histogram("hookrelay.attempt.duration", metric.WithUnit("s"),
 		metric.WithDescription("HTTP attempt latency, request start to response headers or error."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	ms.startLatency, _ = m.Float64Histogram("hookrelay.attempt.start.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time to write an attempt's sending row (acknowledged by every in-sync replica) before its request."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 	ms.parked, _ = m.Int64Counter("hookrelay.deliveries.parked", metric.WithDescription("Deliveries parked in a delay tier without an attempt, by reason (backlog, paused)."))
 	ms.notSent, _ = m.Int64Counter("hookrelay.deliveries.not_sent", metric.WithDescription("Deliveries ended without a request, each with an attempt row and a DLQ record, by outcome (skipped, config_error, abandoned) and reason (endpoint_disabled, endpoint_recreated, tenant_mismatch, …)."))
 	ms.txnAborts, _ = m.Int64Counter("hookrelay.transactions.aborted", metric.WithDescription("Kafka transactions that ended in an abort (their work is redone), by stage."))

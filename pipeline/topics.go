@@ -24,7 +24,7 @@ type Topics struct {
 	EndpointStatus string // <prefix>endpoint-status: status set by the pipeline, compacted
 	Deliveries     string // <prefix>deliveries: one record per (event, endpoint), keyed by endpoint ID
 	DLQ            string // <prefix>dlq: deliveries that ended without success
-	Attempts       string // <prefix>attempts: audit.Attempt per attempt, for the audit sink
+	Attempts       string // <prefix>attempts: audit.Attempt rows keyed by endpoint (a sending row, then the outcome), for the audit sink
 }
 
 // NewTopics returns the topic names under prefix ("" means

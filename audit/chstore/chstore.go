@@ -317,7 +317,10 @@ func (c *Store) logSQL(q audit.Query) string {
 		fmt.Fprintf(&w, "\n  AND attempted_at <= %d AND (attempted_at < %d OR attempted_ms < %d OR (attempted_ms = %d AND attempt_id < %s))",
 			s, s, ms, ms, quote(q.Before.AttemptID))
 	}
-	fmt.Fprintf(&w, "\nORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC\nLIMIT 1 BY attempt_id\nLIMIT %d", q.Limit)
+	// Of two rows of one attempt not merged yet, a real outcome wins over
+	// the sink's Interrupted row (which it replaces; see audit/sink), so the
+	// pick does not depend on the order parts are read in.
+	fmt.Fprintf(&w, "\nORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'\nLIMIT 1 BY attempt_id\nLIMIT %d", q.Limit)
 	return w.String()
 }
 

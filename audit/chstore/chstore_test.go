@@ -111,6 +111,55 @@ func TestClickHouseMigrate(t *testing.T) {
 	}
 }
 
+// TestClickHouseLaterOutcomeReplacesInterrupted checks on the real server
+// (18.16 in the local stack) what the audit sink relies on: an attempt's
+// real outcome inserted after its Interrupted row (same key) replaces it,
+// in Count and Summary (FINAL keeps the row of the latest insert), in Log
+// (which prefers a real outcome to Interrupted), and after the merge.
+func TestClickHouseLaterOutcomeReplacesInterrupted(t *testing.T) {
+	s := newClickHouse(t)
+	ctx := context.Background()
+	var first, later []audit.Attempt
+	for i := range 50 {
+		a := audittest.Attempt("ep-1", i)
+		a.Outcome, a.HTTPStatus, a.ErrorClass, a.ErrorMessage = audit.Interrupted, 0, "interrupted", "stopped"
+		first = append(first, a)
+		a = audittest.Attempt("ep-1", i)
+		a.Outcome, a.HTTPStatus, a.ErrorClass = audit.Failed, 400, "http_400"
+		later = append(later, a)
+	}
+	check := func(when string) {
+		t.Helper()
+		sum, err := s.Summary(ctx, audit.Filter{EndpointID: "ep-1"})
+		if err != nil || len(sum) != 1 {
+			t.Fatalf("%s: Summary = %+v, %v", when, sum, err)
+		}
+		if sum[0].Outcomes[audit.Interrupted] != 0 || sum[0].Outcomes[audit.Failed] != 50 {
+			t.Errorf("%s: Summary outcomes = %v, want 50 failed, 0 interrupted", when, sum[0].Outcomes)
+		}
+		rows, err := s.Log(ctx, audit.Query{EndpointID: "ep-1", Limit: 100})
+		if err != nil || len(rows) != 50 {
+			t.Fatalf("%s: Log = %d rows, %v; want 50", when, len(rows), err)
+		}
+		for _, r := range rows {
+			if r.Outcome != audit.Failed {
+				t.Errorf("%s: Log shows %s as %s, want failed", when, r.AttemptID, r.Outcome)
+				break
+			}
+		}
+	}
+	for _, b := range [][]audit.Attempt{first, later} {
+		if err := s.Insert(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("before the merge")
+	if err := s.Optimize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("after OPTIMIZE FINAL")
+}
+
 func TestClickHouseMigrationFiles(t *testing.T) {
 	ms := chstore.Migrations()
 	if len(ms) == 0 || ms[0].Version != 1 || ms[0].Name != "create_attempts" {

@@ -2,9 +2,11 @@
 // audit.Inserter (the ClickHouse store in production): it consumes with
 // read_committed in batches, inserts each batch, and commits the batch's
 // offsets only after the insert succeeded, so a crash or a ClickHouse outage
-// re-inserts rather than loses (the store deduplicates by attempt ID). A
-// store that is down when the sink starts (Options.Prepare) makes the sink
-// wait, not ready, instead of failing.
+// re-inserts rather than loses (the store deduplicates by attempt ID). It
+// pairs each attempt's Sending row with its outcome and resolves a Sending
+// row whose outcome never comes as Interrupted (see [Sink]). A store that is
+// down when the sink starts (Options.Prepare) makes the sink wait, not
+// ready, instead of failing.
 package sink
 
 import (
@@ -69,6 +71,17 @@ type Options struct {
 	// ShutdownTimeout bounds the final flush and commit after Run's context
 	// is canceled. Optional. Default 10 s.
 	ShutdownTimeout time.Duration
+	// InterruptGrace is how long a Sending row waits for its attempt's
+	// outcome (or for a later row of its delivery) before the sink resolves
+	// it as Interrupted, counted from the later of its AttemptedAt and the
+	// moment the sink read it. It must exceed the longest an outcome can
+	// take to commit after its Sending row: the longest endpoint timeout
+	// (60 s), plus the wait of a delivery finished above an unfinished one
+	// (the dispatcher's MaxQueueWait and one more request), plus the
+	// dispatcher's transaction timeout and abort back-off (30 s + 5 s).
+	// Too short only writes Interrupted early: the real outcome still
+	// replaces it when it arrives. Optional. Default 3 min.
+	InterruptGrace time.Duration
 	// Meter creates the sink's metrics (see [Sink]). Optional. Default: no
 	// metrics.
 	Meter metric.Meter
@@ -85,6 +98,7 @@ const (
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultMaxRetryBackoff = 10 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	DefaultInterruptGrace  = 3 * time.Minute
 )
 
 // Sink moves attempts from the attempts topic into a Store: it consumes the
@@ -115,6 +129,7 @@ const (
 //   - hookrelay.audit.sink.insert.rows: histogram of rows per successful insert
 //   - hookrelay.audit.sink.insert.duration: histogram of seconds per Insert call
 //   - hookrelay.audit.sink.commit.errors: failed offset commits
+//   - hookrelay.audit.sink.interrupted: Sending rows resolved as Interrupted
 //   - hookrelay.audit.sink.lag: gauge of records in the topic (up to the last
 //     stable offset) not yet committed by this sink, over its partitions; on a
 //     transactional topic a partition's commit marker may count as one.
@@ -126,6 +141,30 @@ const (
 // writes: from the first successful Prepare (or the start of Run, without
 // Prepare) until an insert fails, and again from the next insert that
 // succeeds.
+//
+// Sending rows: the dispatcher writes an attempt's Sending row before its
+// request and the outcome row (same AttemptID, AttemptedAt and endpoint, so
+// the same partition, later) in the transaction that retires the delivery.
+// The sink never stores a Sending row: it holds it, per partition, until it
+// is resolved, by
+//   - its outcome row (which is stored, as every other row),
+//   - a later row of the same delivery with another AttemptID (the
+//     partition's next owner attempted or decided the delivery, so the
+//     process that made the attempt died or lost the partition): the sink
+//     stores an Interrupted row for it,
+//   - InterruptGrace passing without either: an Interrupted row too.
+//
+// An Interrupted row keeps the Sending row's AttemptID, AttemptedAt and
+// endpoint, so an outcome that arrives after all replaces it in the store
+// (a later insert of the same key wins). The held rows survive a restart
+// of the sink because it never commits a partition's offset past its
+// oldest unresolved Sending row: the next sink of the partition reads from
+// there and rebuilds them; the rows after it are inserted again, which the
+// store deduplicates (every row the sink writes, Interrupted ones included,
+// is a function of the records, so a re-read writes the same rows). The
+// cost is re-reading up to InterruptGrace of a partition after a restart,
+// and a lag metric that counts the held rows. Within one insert the sink
+// keeps only the last row per AttemptID.
 //
 // A Sink runs once: create it with New, call Run.
 type Sink struct {
@@ -139,12 +178,35 @@ type Sink struct {
 	notReady atomic.Pointer[error]
 
 	mRecords, mInserts, mCommitErrors, mPrepareErrors metric.Int64Counter
+	mInterrupted                                      metric.Int64Counter
 	mRows                                             metric.Int64Histogram
 	mInsertDuration                                   metric.Float64Histogram
 
 	lagMu sync.Mutex
 	ends  map[int32]int64 // partition -> last stable offset seen
 	next  map[int32]int64 // partition -> first offset not yet committed
+
+	lost []int32 // partitions revoked or lost, to drop from parts; guarded by lagMu
+
+	// Held Sending rows and read positions, per partition; Run's
+	// goroutine only (rebalance callbacks pass lost partitions through
+	// lost).
+	parts map[int32]*partition
+}
+
+// partition is what the sink holds for one partition of the attempts topic.
+type partition struct {
+	sending    map[string]*held           // AttemptID -> its unresolved Sending row
+	byDelivery map[string]map[string]bool // DeliveryID -> AttemptIDs in sending
+	read       kgo.EpochOffset            // next offset to read
+	committed  int64                      // offset last committed by this sink, -1 for none
+}
+
+// held is an unresolved Sending row.
+type held struct {
+	a      audit.Attempt
+	offset int64
+	expiry time.Time // when InterruptGrace has passed
 }
 
 // New validates opts and creates the Kafka client (no I/O until Run).
@@ -176,6 +238,10 @@ func New(opts Options) (*Sink, error) {
 	setDefault(&opts.RetryBackoff, DefaultRetryBackoff)
 	setDefault(&opts.MaxRetryBackoff, DefaultMaxRetryBackoff)
 	setDefault(&opts.ShutdownTimeout, DefaultShutdownTimeout)
+	if opts.InterruptGrace < 0 {
+		return nil, fmt.Errorf("audit: Options.InterruptGrace %s is negative", opts.InterruptGrace)
+	}
+	setDefault(&opts.InterruptGrace, DefaultInterruptGrace)
 	if opts.MaxRetryBackoff < opts.RetryBackoff {
 		return nil, fmt.Errorf("audit: Options.MaxRetryBackoff %s is below RetryBackoff %s", opts.MaxRetryBackoff, opts.RetryBackoff)
 	}
@@ -186,10 +252,11 @@ func New(opts Options) (*Sink, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Sink{
-		opts: opts,
-		log:  opts.Logger.With("component", "audit-sink", "topic", opts.Topic),
-		ends: make(map[int32]int64),
-		next: make(map[int32]int64),
+		opts:  opts,
+		log:   opts.Logger.With("component", "audit-sink", "topic", opts.Topic),
+		ends:  make(map[int32]int64),
+		next:  make(map[int32]int64),
+		parts: make(map[int32]*partition),
 	}
 	s.setNotReady(errNotStarted)
 	if err := s.initMetrics(); err != nil {
@@ -234,6 +301,9 @@ func (s *Sink) initMetrics() error {
 	err = errors.Join(err, e)
 	s.mCommitErrors, e = m.Int64Counter("hookrelay.audit.sink.commit.errors", metric.WithUnit("{commit}"),
 		metric.WithDescription("Offset commits of the audit sink that failed."))
+	err = errors.Join(err, e)
+	s.mInterrupted, e = m.Int64Counter("hookrelay.audit.sink.interrupted", metric.WithUnit("{row}"),
+		metric.WithDescription("Sending rows the audit sink resolved as interrupted (no outcome arrived)."))
 	err = errors.Join(err, e)
 	s.mRows, e = m.Int64Histogram("hookrelay.audit.sink.insert.rows", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows per successful batch insert."),
@@ -316,6 +386,19 @@ func (s *Sink) forget(partitions []int32) {
 	for _, p := range partitions {
 		delete(s.ends, p)
 		delete(s.next, p)
+		s.lost = append(s.lost, p) // the next owner rebuilds its held rows from the committed offset
+	}
+}
+
+// dropLost forgets the held rows of partitions revoked or lost since the
+// last call. Run's goroutine.
+func (s *Sink) dropLost() {
+	s.lagMu.Lock()
+	lost := s.lost
+	s.lost = nil
+	s.lagMu.Unlock()
+	for _, p := range lost {
+		delete(s.parts, p)
 	}
 }
 
@@ -323,14 +406,148 @@ func (s *Sink) forget(partitions []int32) {
 type batch struct {
 	attempts []audit.Attempt
 	records  int                       // records consumed, valid or not
-	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read)
-	started  time.Time                 // when the first record arrived
+	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read, or the oldest held Sending row)
+	started  time.Time                 // when the first record (or Interrupted row) arrived
 }
 
 func (b *batch) reset() {
 	b.attempts = b.attempts[:0]
 	b.records = 0
 	clear(b.offsets)
+}
+
+// pending reports whether b holds anything to insert or commit.
+func (b *batch) pending() bool { return b.records > 0 || len(b.attempts) > 0 }
+
+// interruptedMessage is the error_message of an Interrupted row.
+const interruptedMessage = "the attempt's outcome was never recorded: the process stopped (or lost the partition) during the attempt; the receiver may have got the request"
+
+// interrupted is the Interrupted row of Sending row a.
+func interrupted(a audit.Attempt) audit.Attempt {
+	a.Outcome = audit.Interrupted
+	a.ErrorClass = string(audit.Interrupted)
+	a.ErrorMessage = interruptedMessage
+	return a
+}
+
+func (s *Sink) part(p int32) *partition {
+	ps := s.parts[p]
+	if ps == nil {
+		ps = &partition{sending: map[string]*held{}, byDelivery: map[string]map[string]bool{}, committed: -1}
+		s.parts[p] = ps
+	}
+	return ps
+}
+
+// resolve removes Sending row id of ps; with asInterrupted, it adds its
+// Interrupted row to b.
+func (s *Sink) resolve(b *batch, ps *partition, id string, asInterrupted bool) {
+	h := ps.sending[id]
+	if h == nil {
+		return
+	}
+	delete(ps.sending, id)
+	if ids := ps.byDelivery[h.a.DeliveryID]; ids != nil {
+		delete(ids, id)
+		if len(ids) == 0 {
+			delete(ps.byDelivery, h.a.DeliveryID)
+		}
+	}
+	if asInterrupted {
+		if !b.pending() {
+			b.started = time.Now()
+		}
+		b.attempts = append(b.attempts, interrupted(h.a))
+		s.mInterrupted.Add(context.Background(), 1)
+	}
+}
+
+// route takes one decoded row of partition p at offset off into b.
+func (s *Sink) route(b *batch, p int32, off int64, a audit.Attempt, now time.Time) {
+	ps := s.part(p)
+	s.resolve(b, ps, a.AttemptID, false)
+	if a.DeliveryID != "" {
+		for id := range ps.byDelivery[a.DeliveryID] {
+			s.resolve(b, ps, id, true) // a later row of its delivery: the attempt was cut short
+		}
+	}
+	if a.Outcome == audit.Sending {
+		expiry := a.AttemptedAt
+		if now.After(expiry) {
+			expiry = now
+		}
+		ps.sending[a.AttemptID] = &held{a: a, offset: off, expiry: expiry.Add(s.opts.InterruptGrace)}
+		ids := ps.byDelivery[a.DeliveryID]
+		if ids == nil {
+			ids = map[string]bool{}
+			ps.byDelivery[a.DeliveryID] = ids
+		}
+		ids[a.AttemptID] = true
+		return
+	}
+	b.attempts = append(b.attempts, a)
+}
+
+// expire resolves as Interrupted every held Sending row whose grace has
+// passed at now.
+func (s *Sink) expire(b *batch, now time.Time) {
+	for _, ps := range s.parts {
+		for id, h := range ps.sending {
+			if !now.Before(h.expiry) {
+				s.resolve(b, ps, id, true)
+			}
+		}
+	}
+}
+
+// nextExpiry returns when the earliest held Sending row expires (zero if
+// none is held).
+func (s *Sink) nextExpiry() time.Time {
+	var next time.Time
+	for _, ps := range s.parts {
+		for _, h := range ps.sending {
+			if next.IsZero() || h.expiry.Before(next) {
+				next = h.expiry
+			}
+		}
+	}
+	return next
+}
+
+// commitOffsets sets b.offsets: per partition, the next offset to read, but
+// no further than its oldest held Sending row, when that moves the commit.
+func (s *Sink) commitOffsets(b *batch) {
+	clear(b.offsets)
+	for p, ps := range s.parts {
+		if ps.read.Offset == 0 && ps.read.Epoch == 0 {
+			continue // nothing read yet
+		}
+		to := ps.read
+		for _, h := range ps.sending {
+			if h.offset < to.Offset {
+				to = kgo.EpochOffset{Epoch: -1, Offset: h.offset}
+			}
+		}
+		if to.Offset > ps.committed {
+			b.offsets[p] = to
+		}
+	}
+}
+
+// lastPerAttempt keeps, in order, only the last row of each AttemptID, so
+// one insert never holds two rows of an attempt.
+func lastPerAttempt(rows []audit.Attempt) []audit.Attempt {
+	seen := make(map[string]bool, len(rows))
+	keep := len(rows)
+	for i := len(rows) - 1; i >= 0; i-- {
+		if seen[rows[i].AttemptID] {
+			continue
+		}
+		seen[rows[i].AttemptID] = true
+		keep--
+		rows[keep] = rows[i]
+	}
+	return rows[keep:]
 }
 
 // Run consumes until ctx is canceled, then flushes what it holds (bounded by
@@ -348,9 +565,12 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	b := &batch{offsets: make(map[int32]kgo.EpochOffset)}
 	for {
+		s.dropLost()
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if b.records > 0 {
+		if b.pending() {
 			pollCtx, cancel = context.WithDeadline(ctx, b.started.Add(s.opts.FlushInterval))
+		} else if next := s.nextExpiry(); !next.IsZero() {
+			pollCtx, cancel = context.WithDeadline(ctx, next)
 		}
 		fetches := s.client.PollRecords(pollCtx, s.opts.BatchRows-b.records)
 		cancel()
@@ -362,18 +582,20 @@ func (s *Sink) Run(ctx context.Context) error {
 				s.log.Warn("fetch error", "partition", p, "err", err)
 			}
 		})
+		s.dropLost()
 		s.add(b, fetches)
+		s.expire(b, time.Now())
 		if ctx.Err() != nil {
 			s.shutdown(ctx, b)
 			return nil
 		}
-		if b.records > 0 && (b.records >= s.opts.BatchRows || time.Since(b.started) >= s.opts.FlushInterval) {
+		if b.pending() && (b.records >= s.opts.BatchRows || time.Since(b.started) >= s.opts.FlushInterval) {
 			if !s.flush(ctx, b) {
 				s.shutdown(ctx, b)
 				return nil
 			}
 		}
-		if b.records == 0 {
+		if !b.pending() {
 			s.client.AllowRebalance()
 		}
 	}
@@ -427,12 +649,13 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 		}
 	})
 	s.lagMu.Unlock()
+	now := time.Now()
 	fetches.EachRecord(func(r *kgo.Record) {
-		if b.records == 0 {
-			b.started = time.Now()
+		if !b.pending() {
+			b.started = now
 		}
 		b.records++
-		b.offsets[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		s.part(r.Partition).read = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		var a audit.Attempt
 		err := a.Unmarshal(r.Value)
 		if err == nil {
@@ -443,7 +666,7 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 			s.log.Warn("skipping undecodable attempt record", "partition", r.Partition, "offset", r.Offset, "err", err)
 			return
 		}
-		b.attempts = append(b.attempts, a)
+		s.route(b, r.Partition, r.Offset, a, now)
 	})
 }
 
@@ -451,6 +674,7 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 // offsets and resets it. It reports false if ctx ended first; b is then
 // untouched.
 func (s *Sink) flush(ctx context.Context, b *batch) bool {
+	b.attempts = lastPerAttempt(b.attempts)
 	backoff := s.opts.RetryBackoff
 	for {
 		err := s.insert(ctx, b.attempts)
@@ -506,6 +730,11 @@ func (s *Sink) commit(ctx context.Context, b *batch) {
 	// is worth finishing during shutdown.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
+	s.commitOffsets(b)
+	if len(b.offsets) == 0 {
+		b.reset()
+		return
+	}
 	offsets := map[string]map[int32]kgo.EpochOffset{s.opts.Topic: b.offsets}
 	var cerr error
 	s.client.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -530,6 +759,9 @@ func (s *Sink) commit(ctx context.Context, b *batch) {
 			if _, owned := s.ends[p]; owned {
 				s.next[p] = o.Offset
 			}
+			if ps := s.parts[p]; ps != nil {
+				ps.committed = o.Offset
+			}
 		}
 		s.lagMu.Unlock()
 	}
@@ -539,7 +771,7 @@ func (s *Sink) commit(ctx context.Context, b *batch) {
 // shutdown makes a last flush of b after Run's context ended, bounded by
 // ShutdownTimeout.
 func (s *Sink) shutdown(ctx context.Context, b *batch) {
-	if b.records == 0 {
+	if !b.pending() {
 		return
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)

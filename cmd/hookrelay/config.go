@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/hookrelay/hookrelay/audit/sink"
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 	"github.com/hookrelay/hookrelay/retrytiers"
@@ -44,6 +45,7 @@ type config struct {
 	Roles          map[string]bool
 	MaxEventBytes  int
 	EndpointBuffer int
+	InterruptGrace time.Duration
 }
 
 // setting is one configurable value: its flag, its environment variable, its
@@ -72,6 +74,7 @@ var settings = []setting{
 	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit", "stages this process runs, comma-separated: fanout, dispatch, retry, audit"},
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
+	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
 }
 
 // addFlags registers every setting on fs, defaulting from the environment.
@@ -209,6 +212,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	}
 	if c.EndpointBuffer, err = strconv.Atoi(get("endpoint-backlog")); err != nil || c.EndpointBuffer < 1 {
 		return nil, bad("endpoint-backlog", fmt.Errorf("must be a positive integer, got %q", get("endpoint-backlog")))
+	}
+	if c.InterruptGrace, err = time.ParseDuration(get("audit-interrupt-grace")); err != nil || c.InterruptGrace <= 0 {
+		return nil, bad("audit-interrupt-grace", fmt.Errorf("must be a positive duration, got %q", get("audit-interrupt-grace")))
 	}
 	return c, nil
 }

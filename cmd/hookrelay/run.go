@@ -141,7 +141,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			return err
 		}
 		defer sender.Close()
-		attemptsClient, err = kgo.NewClient(append([]kgo.Opt{kgo.ProducerLinger(5 * time.Millisecond)}, kopts...)...)
+		// The attempts client writes each attempt's sending row and waits
+		// for it (pipeline.KafkaAttemptLog): no linger (concurrent rows
+		// still share a batch while one is in flight), and a bounded wait,
+		// past which the request is not made.
+		attemptsClient, err = kgo.NewClient(append([]kgo.Opt{kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10 * time.Second)}, kopts...)...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
@@ -160,7 +164,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
 			Endpoints:       view,
 			Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
-			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts, log),
+			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts),
 			Policy:          policy,
 			EndpointBacklog: cfg.EndpointBuffer,
 			Meter:           meter,
@@ -208,14 +212,15 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var auditSink *sink.Sink
 	if cfg.Roles["audit"] {
 		auditSink, err = sink.New(sink.Options{
-			Brokers:      cfg.Brokers,
-			KafkaOptions: append(slices.Clip(kopts[1:]), kgo.InstanceID(topics.Prefix+"audit-"+cfg.InstanceID)), // TLS, SASL; the seeds are Brokers
-			Group:        topics.Prefix + "audit",
-			Topic:        topics.Attempts,
-			Store:        store,
-			Prepare:      func(ctx context.Context) error { return prepareStore(ctx, store, log) },
-			Meter:        meter,
-			Logger:       log,
+			Brokers:        cfg.Brokers,
+			KafkaOptions:   append(slices.Clip(kopts[1:]), kgo.InstanceID(topics.Prefix+"audit-"+cfg.InstanceID)), // TLS, SASL; the seeds are Brokers
+			Group:          topics.Prefix + "audit",
+			Topic:          topics.Attempts,
+			Store:          store,
+			Prepare:        func(ctx context.Context) error { return prepareStore(ctx, store, log) },
+			InterruptGrace: cfg.InterruptGrace,
+			Meter:          meter,
+			Logger:         log,
 		})
 		if err != nil {
 			return err

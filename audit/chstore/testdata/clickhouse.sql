@@ -91,7 +91,7 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
-ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
 LIMIT 1 BY attempt_id
 LIMIT 100
 ;
@@ -101,7 +101,7 @@ LIMIT 100
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
-ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
 LIMIT 1 BY attempt_id
 LIMIT 3
 ;
@@ -113,7 +113,7 @@ FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND event_id = 'evt-1'
   AND delivery_id = 'dlv-1'
-ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
 LIMIT 1 BY attempt_id
 LIMIT 100
 ;
@@ -125,7 +125,7 @@ FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND outcome IN ('retry_scheduled', 'failed')
   AND attempted_at >= 1740830400 AND (attempted_at > 1740830400 OR attempted_ms >= 251)
-ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
 LIMIT 1 BY attempt_id
 LIMIT 100
 ;
@@ -136,7 +136,7 @@ SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoi
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND attempted_at <= 1740830400 AND (attempted_at < 1740830400 OR attempted_ms < 251 OR (attempted_ms = 251 AND attempt_id < 'a-3'))
-ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
 LIMIT 1 BY attempt_id
 LIMIT 100
 ;
@@ -146,7 +146,7 @@ LIMIT 100
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'it\'s \\ ep'
-ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
 LIMIT 1 BY attempt_id
 LIMIT 100
 ;
@@ -168,7 +168,7 @@ WHERE endpoint_id = 'ep-1'
 ;
 
 -- check: summary
--- expect: ep-1	6	6	3	1	1	0	0	1	0	0	0	0	[30,50] | ep-2	1	1	1	0	0	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	0	0	[0,0]
+-- expect: ep-1	6	6	3	1	1	0	0	1	0	0	0	0	0	0	[30,50] | ep-2	1	1	1	0	0	0	0	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	0	0	0	0	[0,0]
 SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'delivered'),
   countIf(outcome = 'retry_scheduled'),
@@ -180,7 +180,9 @@ SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'expired'),
   countIf(outcome = 'skipped'),
   countIf(outcome = 'config_error'),
-  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error'))
+  countIf(outcome = 'sending'),
+  countIf(outcome = 'interrupted'),
+  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted'))
 FROM audit_sqlcheck.attempts FINAL
 WHERE 1
 GROUP BY endpoint_id
@@ -188,7 +190,7 @@ ORDER BY endpoint_id
 ;
 
 -- check: summary_endpoint_since
--- expect: ep-1	4	4	1	1	1	0	0	1	0	0	0	0	[30,40]
+-- expect: ep-1	4	4	1	1	1	0	0	1	0	0	0	0	0	0	[30,40]
 SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'delivered'),
   countIf(outcome = 'retry_scheduled'),
@@ -200,7 +202,9 @@ SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'expired'),
   countIf(outcome = 'skipped'),
   countIf(outcome = 'config_error'),
-  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error'))
+  countIf(outcome = 'sending'),
+  countIf(outcome = 'interrupted'),
+  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted'))
 FROM audit_sqlcheck.attempts FINAL
 WHERE endpoint_id = 'ep-1'
   AND attempted_at >= 1740830400 AND (attempted_at > 1740830400 OR attempted_ms >= 251)
