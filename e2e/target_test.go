@@ -238,8 +238,13 @@ func (h *harness) attemptsScope() string {
 	if !h.existing {
 		return ""
 	}
-	return "WHERE endpoint_id LIKE '" + h.ns + "%'" // ns is [a-z0-9-] only
+	// ns is [a-z0-9-] only; the probe endpoint of waitEndpointsSeen is the
+	// harness's, not the test's.
+	return "WHERE endpoint_id LIKE '" + h.ns + "%' AND endpoint_id != '" + h.probeID() + "'"
 }
+
+// probeID is the ID of the probe endpoint of waitEndpointsSeen.
+func (h *harness) probeID() string { return h.name("probe") }
 
 // deployment stands for the running deployment where a test would start an
 // instance: nothing is started. It waits until every endpoint registered so
@@ -276,7 +281,7 @@ func (h *harness) waitEndpointsSeen() {
 	h.t.Helper()
 	probe := newReceiver(h.t, "probe", always(http.StatusOK))
 	tenant, typ := h.name("probe"), "hookrelay.e2e.probe"
-	ep := endpoint{ID: h.name("probe"), URL: probe.URL, Secret: probe.Secret, Events: []string{typ}, Tenant: tenant}
+	ep := endpoint{ID: h.probeID(), URL: probe.URL, Secret: probe.Secret, Events: []string{typ}, Tenant: tenant}
 	h.addEndpoint(ep)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
