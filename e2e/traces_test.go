@@ -57,7 +57,6 @@ func (s otlpSpan) num(key string) int64  { return s.Attrs[key].GetIntValue() }
 type otlpReceiver struct {
 	URL string // http://127.0.0.1:port, for OTEL_EXPORTER_OTLP_ENDPOINT
 
-	t        testing.TB
 	mu       sync.Mutex
 	spans    []otlpSpan
 	requests int
@@ -66,7 +65,7 @@ type otlpReceiver struct {
 
 func newOTLPReceiver(t testing.TB) *otlpReceiver {
 	t.Helper()
-	or := &otlpReceiver{t: t}
+	or := &otlpReceiver{}
 	srv := httptest.NewServer(http.HandlerFunc(or.serve))
 	t.Cleanup(srv.Close)
 	or.URL = srv.URL
