@@ -1,4 +1,4 @@
-# hookrelay: make deps | up | down | status | build | test | demo | bench | lint | deploy-check | image
+# hookrelay: make deps | up | down | status | build | test | e2e-blackbox | demo | bench | lint | deploy-check | image
 # The local stack (deploy/local/) keeps its state in .local/ (git-ignored).
 
 SHELL := /bin/bash
@@ -16,12 +16,13 @@ CLICKHOUSE_PORT := $(or $(HOOKRELAY_CLICKHOUSE_PORT),9000)
 KAFKA_NODES ?= $(or $(HOOKRELAY_KAFKA_NODES),1)
 export HOOKRELAY_KAFKA_NODES := $(KAFKA_NODES)
 # `make test` points every integration and e2e test at the local stack.
+# HOOKRELAY_E2E_TARGET=local: every e2e test runs (none is skipped for black-box mode).
 TEST_ENV := HOOKRELAY_BROKERS=127.0.0.1:$(KAFKA_PORT) \
-	HOOKRELAY_CLICKHOUSE=clickhouse://127.0.0.1:$(CLICKHOUSE_PORT)/default
+	HOOKRELAY_CLICKHOUSE=clickhouse://127.0.0.1:$(CLICKHOUSE_PORT)/default HOOKRELAY_E2E_TARGET=local
 # Two packages at a time on a 2-core machine; override with GOTEST_FLAGS=...
 GOTEST_FLAGS ?= -p 2 -timeout 20m
 
-.PHONY: help deps up down status build test demo bench lint clean reset deploy-check deploy-tools image
+.PHONY: help deps up down status build test e2e-blackbox demo bench lint clean reset deploy-check deploy-tools image
 
 ## help: list the targets
 help:
@@ -55,6 +56,12 @@ build:
 test: deps up deploy-check
 	$(TEST_ENV) go test -count=1 $(GOTEST_FLAGS) -json ./... \
 		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e
+
+## e2e-blackbox: the e2e suite against an existing deployment, starting nothing: HOOKRELAY_BROKERS, HOOKRELAY_CLICKHOUSE
+##       (DSN of its database) and HOOKRELAY_E2E_PREFIX (its topic prefix) name it; only the black-box tests run,
+##       the others skip saying why (e2e/README.md lists the variables)
+e2e-blackbox:
+	HOOKRELAY_E2E_TARGET=existing go test -count=1 -p 1 -timeout 30m -v ./e2e
 
 ## demo: the main job on real input: stack, hookrelay, 3 verifying receivers, every @octokit/webhooks-examples payload
 demo: deps up build

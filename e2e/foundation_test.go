@@ -32,6 +32,7 @@ const waitTimeout = 30 * time.Second
 // was given, not a stand-in: the cluster ID in the broker's metadata is the
 // one the stack formatted its storage with.
 func TestBrokerIsTheLocalStack(t *testing.T) {
+	ownsStack(t, "checks the local stack's cluster ID")
 	got, want := stack.ClusterID(t), stack.ExpectedClusterID(t)
 	if got == "" || got != want {
 		t.Fatalf("broker reports cluster ID %q, want the stack's %q", got, want)
@@ -42,6 +43,7 @@ func TestBrokerIsTheLocalStack(t *testing.T) {
 // records, consumes them in a group with manual commits, and pauses and
 // resumes a partition, all on the real broker.
 func TestKafkaGroupCommitPauseResume(t *testing.T) {
+	ownsStack(t, "creates topics of its own")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	prefix := stack.TopicPrefix(t)
@@ -127,6 +129,7 @@ func TestKafkaGroupCommitPauseResume(t *testing.T) {
 // read_uncommitted reader sees both (so the aborted write did happen), and
 // the group's committed offset covers only the first input.
 func TestKafkaTransactionConsumeTransformProduce(t *testing.T) {
+	ownsStack(t, "creates topics of its own")
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	prefix := stack.TopicPrefix(t)
@@ -229,6 +232,7 @@ func TestKafkaTransactionConsumeTransformProduce(t *testing.T) {
 // column list) over the native protocol into the test's own database and
 // reads them back.
 func TestClickHouseNativeRoundTrip(t *testing.T) {
+	ownsStack(t, "creates a database of its own")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conn := stack.ClickHouse(t)

@@ -136,6 +136,12 @@ type config struct {
 	// FaultInject runs the binary built with -tags faultinject, so
 	// HOOKRELAY_FAULT works (see pipeline/faultinject_on.go).
 	FaultInject bool
+	// BlackBox marks a test that needs only a running hookrelay with any
+	// configuration (it publishes events, registers endpoints and tenants
+	// named with h.name, receives, reads attempts): it also runs against an
+	// existing deployment (HOOKRELAY_E2E_TARGET=existing, target_test.go),
+	// where every other test is skipped. Its other fields are then ignored.
+	BlackBox bool
 }
 
 // harness is one test's view of the stack and of hookrelay.
@@ -147,6 +153,10 @@ type harness struct {
 	bin     string   // the hookrelay binary
 	cl      *kgo.Client
 	started int // processes started, for log file names
+	// existing: black-box mode (target_test.go); ns: the test's namespace
+	// for endpoint IDs and tenants, see name.
+	existing bool
+	ns       string
 }
 
 // newHarness gives the test its own topic prefix and database and a
@@ -162,6 +172,9 @@ func newHarness(t *testing.T, c config) *harness {
 	if c.AllowNetworks == "" && !c.NoAllowList {
 		c.AllowNetworks = "127.0.0.0/8"
 	}
+	if tg := e2eTarget(t); tg.existing {
+		return newExistingHarness(t, c, tg)
+	}
 	// The services first: under -short without a stack the test skips
 	// (package stack) before spending a build on it.
 	stack.Brokers(t)
@@ -171,6 +184,7 @@ func newHarness(t *testing.T, c config) *harness {
 		prefix: stack.TopicPrefix(t),
 		db:     stack.Database(t),
 		bin:    hookrelayBinary(t), // then build: a compile error fails before anything starts
+		ns:     "e2e-" + randomHex(4) + "-",
 	}
 	if c.FaultInject {
 		h.bin = hookrelayFaultBinary(t)
@@ -242,6 +256,7 @@ type endpoint struct {
 // up, so an endpoint added before start gets every event produced after.
 func (h *harness) addEndpoint(ep endpoint) {
 	h.t.Helper()
+	h.checkBlackBoxEndpoint(ep)
 	if ep.Rate == 0 {
 		ep.Rate = 1000
 	}
@@ -258,6 +273,7 @@ func (h *harness) addEndpoint(ep endpoint) {
 		args = append(args, "--timeout", ep.Timeout.String())
 	}
 	h.cli(args...)
+	h.forgetAtEnd(ep.ID)
 }
 
 // newSecret returns a fresh whsec_ secret of 32 random bytes.
@@ -284,6 +300,9 @@ type process struct {
 // tail of the process's log.
 func (h *harness) start(id string) *process {
 	h.t.Helper()
+	if h.existing {
+		return h.deployment(id)
+	}
 	start := time.Now()
 	p := h.spawn(id)
 	p.waitReady(readyTimeout)
@@ -685,7 +704,7 @@ type attemptRow struct {
 // not started) fails the test.
 func (h *harness) attempts() []attemptRow {
 	h.t.Helper()
-	conn := stack.ClickHouse(h.t)
+	conn := h.clickhouse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rows, err := conn.Query(ctx, `
@@ -693,7 +712,7 @@ SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoi
        toUInt32(attempt_number), toUInt64(toUInt32(attempted_at)) * 1000 + attempted_ms,
        toUInt32(http_status), outcome, error_class,
        toUInt64(toUInt32(next_attempt_at)) * 1000 + next_attempt_ms
-FROM `+h.db+`.attempts FINAL
+FROM `+h.db+`.attempts FINAL `+h.attemptsScope()+`
 ORDER BY endpoint_id, attempted_at, attempted_ms, attempt_number`)
 	if err != nil {
 		h.t.Fatalf("query attempts: %v", err)

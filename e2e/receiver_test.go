@@ -113,7 +113,7 @@ type receiver struct {
 // newReceiver starts a receiver on 127.0.0.1 with a fresh secret. It stops
 // when the test ends (hanging requests are released first).
 func newReceiver(t testing.TB, name string, act behaviour) *receiver {
-	return newReceiverOn(t, "127.0.0.1", name, act)
+	return newReceiverOn(t, receiverHost(t), name, act)
 }
 
 // newReceiverOn is newReceiver listening on host (e.g. 127.0.0.2).
