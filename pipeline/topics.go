@@ -47,7 +47,8 @@ func NewTopics(prefix string) Topics {
 
 // TopicLayout is how topics are created when missing.
 type TopicLayout struct {
-	// Partitions of the events and deliveries topics. Default 12. The
+	// Partitions of the events, deliveries, tier, attempts and DLQ topics
+	// (endpoints and endpoint-status have 1, events.invalid 3). Default 12. The
 	// deliveries topic's count may never change: it would move endpoints
 	// between partitions (and their pacing between consumers).
 	Partitions int32
