@@ -171,7 +171,7 @@ func newExistingHarness(t *testing.T, c config, tg target) *harness {
 	}
 	// The deployment's Kafka security and topic layout, for the CLI.
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "HOOKRELAY_KAFKA_") || strings.HasPrefix(kv, "HOOKRELAY_REPLICATION=") || strings.HasPrefix(kv, "HOOKRELAY_MIN_ISR=") {
+		if strings.HasPrefix(kv, "HOOKRELAY_KAFKA_") || strings.HasPrefix(kv, "HOOKRELAY_REPLICATION_FACTOR=") || strings.HasPrefix(kv, "HOOKRELAY_MIN_INSYNC_REPLICAS=") {
 			h.env = append(h.env, kv)
 		}
 	}
