@@ -193,14 +193,29 @@ func (k *privateKafka) stopNode(t testing.TB, i int, sig syscall.Signal) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for alive(pid) {
+		if !portOpen(k.port) {
+			// The broker closed its listener: clients see a refused
+			// connection, as with no broker at all, not a proxy that
+			// accepts and closes.
+			k.proxy.Stop()
+		}
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("faults: private broker %d still running 60 s after %v", pid, sig)
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval
 	}
-	// Clients see a refused connection, as with no broker at all.
 	k.proxy.Stop()
+}
+
+// portOpen reports whether something accepts connections on 127.0.0.1:port.
+func portOpen(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // startNode starts broker node i again and waits until it is healthy.
@@ -212,11 +227,13 @@ func (k *privateKafka) startNode(t testing.TB, i int) {
 		}
 		return
 	}
-	if err := k.proxy.Start(); err != nil {
-		t.Fatalf("faults: restarting the Kafka proxy: %v", err)
-	}
 	if out, err := k.script("up.sh"); err != nil {
 		t.Fatalf("faults: up.sh: %v\n%s", err, out)
+	}
+	// Only once the broker is healthy, so that clients see a refused
+	// connection, not a closed one, while it starts.
+	if err := k.proxy.Start(); err != nil {
+		t.Fatalf("faults: restarting the Kafka proxy: %v", err)
 	}
 }
 

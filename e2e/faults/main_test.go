@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,18 +36,34 @@ type sizes struct {
 
 var (
 	reduced = sizes{Name: "reduced", Rate: 40, Kills: 3, Settle: 5 * time.Second, CHDown: 15 * time.Second,
-		NetFault: 10 * time.Second, BrokerDown: 5 * time.Second, PeerRunTime: 20 * time.Second}
+		NetFault: 10 * time.Second, BrokerDown: 5 * time.Second, PeerRunTime: 35 * time.Second}
 	full = sizes{Name: "full", Rate: 200, Kills: 20, Settle: 15 * time.Second, CHDown: 60 * time.Second,
 		NetFault: 45 * time.Second, BrokerDown: 15 * time.Second, BrokerKill: true, BrokerNet: true,
 		ThreeNodes: true, PeerRunTime: 60 * time.Second}
 )
 
+// EnvRate and EnvKills, when set, override the rate (events/s) and the
+// number of kills of the chosen sizes, e.g. for a full run on a busy machine.
+const (
+	EnvRate  = "HOOKRELAY_FAULTS_RATE"
+	EnvKills = "HOOKRELAY_FAULTS_KILLS"
+)
+
 // size returns the sizes of this run.
 func size() sizes {
+	s := reduced
 	if strings.EqualFold(os.Getenv(EnvSize), "full") {
-		return full
+		s = full
 	}
-	return reduced
+	if n, err := strconv.Atoi(os.Getenv(EnvRate)); err == nil && n > 0 {
+		s.Rate = n
+		s.Name += fmt.Sprintf(" at %d/s", n)
+	}
+	if n, err := strconv.Atoi(os.Getenv(EnvKills)); err == nil && n > 0 {
+		s.Kills = n
+		s.Name += fmt.Sprintf(", %d kills", n)
+	}
+	return s
 }
 
 func TestMain(m *testing.M) {

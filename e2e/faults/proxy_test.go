@@ -16,6 +16,8 @@ import (
 )
 
 var toxServer = sync.OnceValue(func() *toxiproxy.ApiServer {
+	// Some toxics log through zerolog's global logger, at trace level.
+	zerolog.SetGlobalLevel(zerolog.WarnLevel)
 	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 })
 
