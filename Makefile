@@ -45,10 +45,11 @@ build:
 	go build -o bin/hookrelay ./cmd/hookrelay
 
 ## test: unit, integration and e2e tests against the local stack, which it starts
-##       (fails if the e2e packages ran no test or skipped one)
+##       (fails if the e2e packages ran no test or skipped one; includes the reduced fault suite, e2e/faults)
 test: deps up
 	$(TEST_ENV) go test -count=1 $(GOTEST_FLAGS) -json ./... \
-		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e
+		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e \
+			-require github.com/hookrelay/hookrelay/e2e/faults
 
 # FAULTS_FLAGS passes go test flags, e.g. `make faults FAULTS_FLAGS='-run TestKillStorm'`.
 # Each scenario's result is also appended as a JSON line to .local/faults/last.jsonl
