@@ -5,7 +5,6 @@ package faults
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -309,4 +308,3 @@ func lastLines(path string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-var errTimeout = errors.New("timed out")
