@@ -307,4 +307,3 @@ func lastLines(path string, n int) string {
 	}
 	return strings.Join(lines, " | ")
 }
-
