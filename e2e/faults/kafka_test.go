@@ -237,6 +237,22 @@ func (k *privateKafka) startNode(t testing.TB, i int) {
 	}
 }
 
+// startAll starts every node that is not running with up.sh, which
+// launches them side by side and waits until all are healthy. (Nodes of a
+// stopped 3-node cluster cannot be started one after the other: a lone
+// controller never becomes healthy without a quorum.)
+func (k *privateKafka) startAll(t testing.TB) {
+	t.Helper()
+	if out, err := k.script("up.sh"); err != nil {
+		t.Fatalf("faults: up.sh: %v\n%s", err, out)
+	}
+	if k.proxy != nil {
+		if err := k.proxy.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+			t.Fatalf("faults: restarting the Kafka proxy: %v", err)
+		}
+	}
+}
+
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

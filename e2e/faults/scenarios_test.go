@@ -134,9 +134,7 @@ func TestBrokerFaults(t *testing.T) {
 				k.stopNode(t, node, sig)
 			}
 			time.Sleep(s.BrokerDown) // the outage itself
-			for node := 1; node <= 3; node++ {
-				k.startNode(t, node)
-			}
+			k.startAll(t)
 			longest = max(longest, time.Since(t0))
 			if err := sv.waitReady(readyTimeout); err != nil {
 				t.Errorf("hookrelay not ready after the cluster came back: %v", err)
