@@ -138,6 +138,9 @@ func startPrivateKafka(nodes int) (*privateKafka, error) {
 		"HOOKRELAY_CLICKHOUSE_PORT=" + strconv.Itoa(base+2),
 		"HOOKRELAY_CLICKHOUSE_HTTP_PORT=" + strconv.Itoa(base+3),
 		"HOOKRELAY_KAFKA_HEAP=512m",
+		// A SIGKILLed cluster recovers its logs first; on a busy 2-core
+		// machine that took over up.sh's default 90 s.
+		"HOOKRELAY_UP_TIMEOUT=300",
 		"HOOKRELAY_KAFKA_NODES=" + strconv.Itoa(nodes),
 	}
 	start := time.Now()
