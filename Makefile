@@ -1,4 +1,4 @@
-# hookrelay: make deps | up | down | status | build | test | e2e-blackbox | demo | bench | lint | deploy-check | image
+# hookrelay: make deps | up | down | status | build | test | faults | e2e-blackbox | demo | bench | lint | deploy-check | image
 # The local stack (deploy/local/) keeps its state in .local/ (git-ignored).
 
 SHELL := /bin/bash
@@ -22,7 +22,7 @@ TEST_ENV := HOOKRELAY_BROKERS=127.0.0.1:$(KAFKA_PORT) \
 # Two packages at a time on a 2-core machine; override with GOTEST_FLAGS=...
 GOTEST_FLAGS ?= -p 2 -timeout 20m
 
-.PHONY: help deps up down status build test e2e-blackbox demo bench lint clean reset deploy-check deploy-tools image
+.PHONY: help deps up down status build test faults e2e-blackbox demo bench lint clean reset deploy-check deploy-tools image
 
 ## help: list the targets
 help:
@@ -52,10 +52,25 @@ build:
 	go build -o bin/hookrelay ./cmd/hookrelay
 
 ## test: deploy-check, then unit, integration and e2e tests against the local stack, which it starts
-##       (fails if the e2e packages ran no test or skipped one)
+##       (fails if the e2e packages ran no test or skipped one; includes the reduced fault suite, e2e/faults)
 test: deps up deploy-check
 	$(TEST_ENV) go test -count=1 $(GOTEST_FLAGS) -json ./... \
-		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e
+		| go run ./$(STACK)/testreport -require github.com/hookrelay/hookrelay/e2e \
+			-require github.com/hookrelay/hookrelay/e2e/faults
+
+# FAULTS_FLAGS passes go test flags, e.g. `make faults FAULTS_FLAGS='-run TestKillStorm'`.
+# Each scenario's result is also appended as a JSON line to .local/faults/last.jsonl
+# (docs/RELIABILITY.md's table), the whole output kept in .local/faults/last.txt.
+FAULTS_FLAGS ?=
+
+## faults: the full fault suite (e2e/faults, HOOKRELAY_FAULTS=full; docs/RELIABILITY.md) against
+##         the local stack, which it starts; broker faults run on a private Kafka of its own
+faults: deps up
+	mkdir -p $(STATE)/faults
+	rm -f $(STATE)/faults/last.jsonl
+	$(TEST_ENV) HOOKRELAY_STACK_DIR=$(abspath $(STATE)) HOOKRELAY_FAULTS=full \
+		HOOKRELAY_FAULTS_REPORT=$(abspath $(STATE))/faults/last.jsonl \
+		go test -count=1 -p 1 -timeout 90m -v $(FAULTS_FLAGS) ./e2e/faults 2>&1 | tee $(STATE)/faults/last.txt
 
 ## e2e-blackbox: the e2e suite against an existing deployment, starting nothing: HOOKRELAY_BROKERS, HOOKRELAY_CLICKHOUSE
 ##       (DSN of its database) and HOOKRELAY_E2E_PREFIX (its topic prefix) name it; only the black-box tests run,
