@@ -657,7 +657,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		if p.tracker.next < 0 {
 			continue // nothing fetched yet
 		}
-		c, meta, covered := p.tracker.commitInfo()
+		c, meta := p.tracker.commitInfo()
 		ci := commitInfo{commit: c, meta: meta}
 		if _, ok := proposed[id]; !ok && ci != last[id] {
 			// franz-go has nothing to commit here although we do: either
@@ -677,7 +677,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		// Only follow-ups of deliveries this commit retires go out now;
 		// the rest wait for a commit that covers them (no forks).
 		for _, o := range p.out {
-			if o.off < c || o.off <= covered {
+			if p.tracker.retired(o.off) {
 				out = append(out, o.rec)
 			} else {
 				held[id] = append(held[id], o)
