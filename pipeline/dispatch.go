@@ -356,6 +356,7 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 		p := &partState{id: id, ctx: pctx, cancel: cancel, queues: make(map[string]*endpointQueue)}
 		if s, ok := skips[id]; ok {
 			p.tracker = newOffsetTracker(s.commit)
+			p.tracker.inherit(s.ranges) // listed until fetched and skipped
 			p.skip = skipSet{ranges: s.ranges}
 		} else {
 			p.tracker = newOffsetTracker(-1)

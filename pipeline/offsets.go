@@ -33,7 +33,11 @@ type offsetTracker struct {
 	listed   []uint64 // bit i of listed[w]: offset base+64w+i is finished and retired by the metadata
 	next     int64    // one past the highest offset added; the commit when nothing is pending
 	npending int
-	commit   int64 // the commit of the last commitInfo
+	// The previous owner's listed ranges at or above next (not fetched
+	// yet): their follow-up records are live, so every metadata lists
+	// them, and add lists them when they are fetched.
+	inherited []offsetRange
+	commit    int64 // the commit of the last commitInfo
 
 	// The last commitInfo result while some offset is pending; valid until
 	// the next done (adding offsets above a pending one changes nothing the
@@ -46,6 +50,18 @@ type offsetTracker struct {
 
 func newOffsetTracker(committed int64) *offsetTracker {
 	return &offsetTracker{next: committed, base: committed}
+}
+
+// inherit takes the finished offsets the previous owner listed above the
+// committed offset (decodeDoneAbove), ascending. Call it before the first
+// add.
+func (t *offsetTracker) inherit(rs []offsetRange) {
+	for _, r := range rs {
+		if r.to > t.next {
+			t.inherited = append(t.inherited, offsetRange{max(r.from, t.next), r.to})
+		}
+	}
+	t.fresh = false
 }
 
 // add records that off was fetched and is being worked on. It reports false,
@@ -66,6 +82,19 @@ func (t *offsetTracker) add(off int64) bool {
 		t.listed = append(t.listed, 0)
 	}
 	t.words[i/64] |= 1 << (i % 64)
+	// Inherited offsets up to off are in the window now: listed (off
+	// itself once done; offsets skipped over are never-added ones).
+	for len(t.inherited) > 0 && t.inherited[0].from <= off {
+		r := &t.inherited[0]
+		for o := max(r.from, t.base); o < min(r.to, off+1); o++ {
+			t.listed[(o-t.base)/64] |= 1 << ((o - t.base) % 64)
+		}
+		if r.to > off+1 {
+			r.from = off + 1
+			break
+		}
+		t.inherited = t.inherited[1:]
+	}
 	t.npending++
 	t.next = off + 1
 	return true
@@ -104,7 +133,12 @@ func (t *offsetTracker) commitInfo() (commit int64, meta string) {
 	if t.npending == 0 {
 		t.base, t.words, t.listed = t.next, t.words[:0], t.listed[:0]
 		t.commit = t.next
-		return t.next, ""
+		if len(t.inherited) == 0 {
+			return t.next, ""
+		}
+		buf, _, _ := t.encode(t.buf[:0], t.next, t.next) // inherited alone fit
+		t.buf = buf
+		return t.next, commitMetadataPrefix + base64.RawURLEncoding.EncodeToString(buf)
 	}
 	// Drop whole words of finished offsets below the lowest pending one.
 	w := 0
@@ -186,11 +220,33 @@ func (t *offsetTracker) below(w int, limit int64) uint64 {
 	return 1<<k - 1
 }
 
-// encode appends to buf the metadata runs of inc(·, upTo) above commit. It
-// reports false when they do not fit in maxCommitMetadata, with the runs
-// that fit, all below fit.
+// encode appends to buf the metadata runs of inc(·, upTo) above commit,
+// then the inherited ranges. It reports false when they do not fit in
+// maxCommitMetadata, with the runs that fit, all below fit.
 func (t *offsetTracker) encode(buf []byte, commit, upTo int64) (_ []byte, ok bool, fit int64) {
 	maxRaw := base64.RawURLEncoding.DecodedLen(maxCommitMetadata - len(commitMetadataPrefix))
+	prevEnd := commit // the decoder counts the first gap from the commit
+	curFrom, curTo := int64(-1), int64(-1)
+	// emit adds run [from, to), merged with the previous one when they
+	// touch (a listed run that continues past next into an inherited one).
+	emit := func(from, to int64) bool {
+		if from == curTo {
+			curTo = to
+			return true
+		}
+		if curFrom >= 0 {
+			var tmp [2 * binary.MaxVarintLen64]byte
+			n := binary.PutUvarint(tmp[:], uint64(curFrom-prevEnd))
+			n += binary.PutUvarint(tmp[n:], uint64(curTo-curFrom))
+			if len(buf)+n > maxRaw {
+				return false
+			}
+			buf = append(buf, tmp[:n]...)
+			prevEnd = curTo
+		}
+		curFrom, curTo = from, to
+		return true
+	}
 	end := t.base + int64(len(t.words))*64
 	// nextBit returns the lowest offset at or above o whose listed bit is
 	// set (or clear), or end.
@@ -209,20 +265,23 @@ func (t *offsetTracker) encode(buf []byte, commit, upTo int64) (_ []byte, ok boo
 		}
 		return end
 	}
-	prevEnd := commit // the decoder counts the first gap from the commit
 	for o := commit + 1; o < t.next; {
 		if o = nextBit(o, true); o >= t.next {
 			break
 		}
 		runEnd := min(nextBit(o, false), t.next)
-		var tmp [2 * binary.MaxVarintLen64]byte
-		n := binary.PutUvarint(tmp[:], uint64(o-prevEnd))
-		n += binary.PutUvarint(tmp[n:], uint64(runEnd-o))
-		if len(buf)+n > maxRaw {
+		if !emit(o, runEnd) {
 			return buf, false, prevEnd
 		}
-		buf = append(buf, tmp[:n]...)
-		prevEnd, o = runEnd, runEnd
+		o = runEnd
+	}
+	for _, r := range t.inherited {
+		if !emit(r.from, r.to) {
+			return buf, false, prevEnd
+		}
+	}
+	if !emit(-2, -2) { // write the last run
+		return buf, false, prevEnd
 	}
 	return buf, true, prevEnd
 }

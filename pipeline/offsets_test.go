@@ -240,3 +240,60 @@ func TestRetiredOffsetsStayRetired(t *testing.T) {
 		t.Fatalf("all finished: commit %d, metadata %q; want %d, none", c, meta, 2*pairs)
 	}
 }
+
+// TestInheritedListingSurvivesEarlyCommit: a new owner commits after its
+// first fetch, long before it has fetched every offset the previous owner
+// listed. Its metadata must still list them all (their follow-ups are
+// live): a third owner reading it would redo them (a fork). A rebalance
+// soon after another (a rolling deploy) is enough.
+func TestInheritedListingSurvivesEarlyCommit(t *testing.T) {
+	const pairs = 1400
+	a := newOffsetTracker(0)
+	for o := int64(0); o < 2*pairs; o++ {
+		a.add(o)
+		if o%2 == 1 {
+			a.done(o)
+		}
+	}
+	c, meta := a.commitInfo()
+	inherited, err := decodeDoneAbove(c, meta)
+	if err != nil || len(inherited) < 1000 {
+		t.Fatalf("previous owner's metadata: %d ranges, %v", len(inherited), err)
+	}
+	b := newOffsetTracker(c)
+	b.inherit(inherited)
+	skip := skipSet{ranges: inherited}
+	for o := c; o < 100; o++ { // the first fetch; the hung ones stay pending
+		b.add(o)
+		if skip.has(o) {
+			b.done(o)
+		}
+	}
+	bc, bmeta := b.commitInfo()
+	got, err := decodeDoneAbove(bc, bmeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc != c || !reflect.DeepEqual(got, inherited) {
+		t.Fatalf("new owner's first commit %d lists %d ranges; want %d and the previous owner's %d", bc, len(got), c, len(inherited))
+	}
+	// It fetches the rest and finishes its own: the inherited stay listed.
+	for o := int64(100); o < 2*pairs; o++ {
+		b.add(o)
+		if skip.has(o) || o%2 == 1 {
+			b.done(o)
+		}
+	}
+	bc, bmeta = b.commitInfo()
+	got, _ = decodeDoneAbove(bc, bmeta)
+	for _, r := range inherited {
+		for o := r.from; o < r.to; o++ {
+			if !b.retired(o) {
+				t.Fatalf("inherited offset %d not retired after the full fetch", o)
+			}
+		}
+	}
+	if !reflect.DeepEqual(got, inherited) {
+		t.Fatalf("after the full fetch: %d ranges listed; want the %d inherited (no room for more)", len(got), len(inherited))
+	}
+}
