@@ -384,6 +384,7 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 		p := &partState{id: id, ctx: pctx, cancel: cancel, queues: make(map[string]*endpointQueue)}
 		if s, ok := skips[id]; ok {
 			p.tracker = newOffsetTracker(s.commit)
+			p.tracker.inherit(s.ranges) // listed until fetched and skipped
 			p.skip = skipSet{ranges: s.ranges}
 		} else {
 			p.tracker = newOffsetTracker(-1)
@@ -693,7 +694,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		if p.tracker.next < 0 {
 			continue // nothing fetched yet
 		}
-		c, meta, covered := p.tracker.commitInfo()
+		c, meta := p.tracker.commitInfo()
 		ci := commitInfo{commit: c, meta: meta}
 		if _, ok := proposed[id]; !ok && ci != last[id] {
 			// franz-go has nothing to commit here although we do: either
@@ -713,7 +714,7 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		// Only follow-ups of deliveries this commit retires go out now;
 		// the rest wait for a commit that covers them (no forks).
 		for _, o := range p.out {
-			if o.off < c || o.off <= covered {
+			if p.tracker.retired(o.off) {
 				out = append(out, o.rec)
 			} else {
 				held[id] = append(held[id], o)

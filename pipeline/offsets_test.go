@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -8,7 +9,7 @@ import (
 
 // committable is commitInfo with the metadata decoded to a list.
 func (t *offsetTracker) committable() (int64, []int64) {
-	c, meta, _ := t.commitInfo()
+	c, meta := t.commitInfo()
 	rs, err := decodeDoneAbove(c, meta)
 	if err != nil {
 		panic(err)
@@ -117,23 +118,23 @@ func TestDoneAboveBounded(t *testing.T) {
 			tr.done(o)
 		}
 	}
-	c, meta, covered := tr.commitInfo()
+	c, meta := tr.commitInfo()
 	if c != 0 || len(meta) > maxCommitMetadata {
 		t.Fatalf("commit %d, metadata %d bytes; want 0 and at most %d", c, len(meta), maxCommitMetadata)
 	}
-	if covered <= 1 || covered >= 99999 {
-		t.Fatalf("covered = %d; want the metadata's last listed run, well below the highest offset", covered)
+	if !tr.retired(1) || tr.retired(99999) {
+		t.Fatalf("retired(1) = %v, retired(99999) = %v; want the lowest runs listed, not the highest", tr.retired(1), tr.retired(99999))
 	}
 	got, err := decodeDoneAbove(0, meta)
 	if err != nil || len(got) == 0 || got[0].from != 1 {
 		t.Fatalf("decode = %v, %v; want the lowest runs kept", got, err)
 	}
 	// Remembered until the next done; recomputed after it.
-	if _, again, _ := tr.commitInfo(); again != meta {
+	if _, again := tr.commitInfo(); again != meta {
 		t.Fatal("unchanged tracker gave different metadata")
 	}
 	tr.done(0)
-	if c, _, _ := tr.commitInfo(); c != 2 {
+	if c, _ := tr.commitInfo(); c != 2 {
 		t.Fatalf("after done(0): commit %d; want 2", c)
 	}
 }
@@ -160,5 +161,139 @@ func TestSkipSet(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, []int64{3, 4, 9}) {
 		t.Fatalf("skipped %v; want [3 4 9]", got)
+	}
+}
+
+// TestRetiredOffsetsStayRetired: once a commit retires a finished offset
+// (its follow-up records commit with it), every later commit must retire it
+// too, until the commit offset passes it. Offsets finishing below ones the
+// full metadata already lists take its room; the listed ones must not be
+// pushed out, or the next owner redoes a delivery whose follow-up is
+// already live (a fork). Layout of the review test: a hung delivery below
+// every failing one, and the lowest failing ones finish last.
+func TestRetiredOffsetsStayRetired(t *testing.T) {
+	const pairs = 1400
+	tr := newOffsetTracker(0)
+	for o := int64(0); o < 2*pairs; o++ {
+		tr.add(o)
+	}
+	finished := map[int64]bool{}
+	released := map[int64]bool{} // follow-ups sent: retired by some commit
+	check := func(step string) {
+		t.Helper()
+		c, meta := tr.commitInfo()
+		if len(meta) > maxCommitMetadata {
+			t.Fatalf("%s: metadata %d bytes", step, len(meta))
+		}
+		rs, err := decodeDoneAbove(c, meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := map[int64]bool{}
+		for _, r := range rs {
+			for o := r.from; o < r.to; o++ {
+				listed[o] = true
+			}
+		}
+		for o := range listed {
+			if o%2 == 1 && !finished[o] {
+				t.Fatalf("%s: unfinished offset %d listed (its delivery would be lost)", step, o)
+			}
+		}
+		for o := range finished {
+			if tr.retired(o) {
+				if o >= c && !listed[o] {
+					t.Fatalf("%s: offset %d retired but neither below the commit (%d) nor listed (its delivery would be lost)", step, o, c)
+				}
+				released[o] = true
+			}
+		}
+		n := 0
+		for o := range released {
+			if o >= c && !listed[o] {
+				n++
+			}
+		}
+		if n > 0 {
+			t.Fatalf("%s: %d offsets retired by an earlier commit are neither below the commit (%d) nor listed (forks)", step, n, c)
+		}
+	}
+	for i := int64(40); i < pairs; i++ { // the failing deliveries but the lowest 40
+		tr.done(2*i + 1)
+		finished[2*i+1] = true
+	}
+	check("first commit")
+	for i := int64(0); i < 40; i++ { // the lowest 40 finish late
+		tr.done(2*i + 1)
+		finished[2*i+1] = true
+		check(fmt.Sprint("late finish ", i))
+	}
+	if len(released) < 1000 || len(released) >= pairs {
+		t.Fatalf("%d of %d finished offsets retired; want the ~1150 the metadata can list", len(released), pairs)
+	}
+	for i := int64(0); i < pairs; i++ { // the hung ones finish: the commit passes everything
+		tr.done(2 * i)
+		finished[2*i] = true
+	}
+	check("all finished")
+	if c, meta := tr.commitInfo(); c != 2*pairs || meta != "" {
+		t.Fatalf("all finished: commit %d, metadata %q; want %d, none", c, meta, 2*pairs)
+	}
+}
+
+// TestInheritedListingSurvivesEarlyCommit: a new owner commits after its
+// first fetch, long before it has fetched every offset the previous owner
+// listed. Its metadata must still list them all (their follow-ups are
+// live): a third owner reading it would redo them (a fork). A rebalance
+// soon after another (a rolling deploy) is enough.
+func TestInheritedListingSurvivesEarlyCommit(t *testing.T) {
+	const pairs = 1400
+	a := newOffsetTracker(0)
+	for o := int64(0); o < 2*pairs; o++ {
+		a.add(o)
+		if o%2 == 1 {
+			a.done(o)
+		}
+	}
+	c, meta := a.commitInfo()
+	inherited, err := decodeDoneAbove(c, meta)
+	if err != nil || len(inherited) < 1000 {
+		t.Fatalf("previous owner's metadata: %d ranges, %v", len(inherited), err)
+	}
+	b := newOffsetTracker(c)
+	b.inherit(inherited)
+	skip := skipSet{ranges: inherited}
+	for o := c; o < 100; o++ { // the first fetch; the hung ones stay pending
+		b.add(o)
+		if skip.has(o) {
+			b.done(o)
+		}
+	}
+	bc, bmeta := b.commitInfo()
+	got, err := decodeDoneAbove(bc, bmeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc != c || !reflect.DeepEqual(got, inherited) {
+		t.Fatalf("new owner's first commit %d lists %d ranges; want %d and the previous owner's %d", bc, len(got), c, len(inherited))
+	}
+	// It fetches the rest and finishes its own: the inherited stay listed.
+	for o := int64(100); o < 2*pairs; o++ {
+		b.add(o)
+		if skip.has(o) || o%2 == 1 {
+			b.done(o)
+		}
+	}
+	bc, bmeta = b.commitInfo()
+	got, _ = decodeDoneAbove(bc, bmeta)
+	for _, r := range inherited {
+		for o := r.from; o < r.to; o++ {
+			if !b.retired(o) {
+				t.Fatalf("inherited offset %d not retired after the full fetch", o)
+			}
+		}
+	}
+	if !reflect.DeepEqual(got, inherited) {
+		t.Fatalf("after the full fetch: %d ranges listed; want the %d inherited (no room for more)", len(got), len(inherited))
 	}
 }
