@@ -260,7 +260,7 @@ func TestValidationProblems(t *testing.T) {
 	}{
 		{`{"url":"ftp://x.example/"}`, "url", false},
 		{`{"url":"https://x.example/","event_types":["in voice"]}`, "event_types[0]", false},
-		{`{"url":"https://x.example/","rate_per_sec":-1}`, "rate_per_sec", false},
+		{`{"url":"https://x.example/","rate_per_sec":-1}`, "rate_per_sec", true},
 		{`{"url":"https://x.example/","timeout":"soon"}`, "timeout", true},
 		{`{"url":"https://x.example/","colour":"red"}`, "colour", true},
 		{`{"url":"https://x.example/","max_in_flight":"4"}`, "max_in_flight", true},

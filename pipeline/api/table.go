@@ -65,8 +65,10 @@ func (t *table) Run(ctx context.Context) error {
 	}
 	defer cl.Close()
 	t.cl = cl
+	// A topic created a moment ago may not be in the metadata yet: retry
+	// every 100 ms, warning once a second.
 	var ends kadm.ListedOffsets
-	for {
+	for i := 0; ; i++ {
 		ends, err = kadm.NewClient(cl).ListEndOffsets(ctx, t.topic)
 		if err == nil {
 			err = ends.Error()
@@ -74,11 +76,13 @@ func (t *table) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		t.log.Warn("api: list end offsets", "topic", t.topic, "err", err)
+		if i%10 == 9 {
+			t.log.Warn("api: list end offsets", "topic", t.topic, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Second):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	caughtUp := func() bool {
