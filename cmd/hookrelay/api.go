@@ -35,20 +35,27 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 	}
 	keys := api.NewKeys(topics.APIKeys, kopts, log)
 	idem := api.NewIdempotency(topics.Idempotency, kopts, api.DefaultIdempotencyWindow, log)
+	resender, err := api.NewResender(kopts, topics.DLQ, topics.Deliveries)
+	if err != nil {
+		closeStore()
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	closeAll := func() { resender.Close(); closeStore() }
 	srv, err := api.New(api.Options{
 		Endpoints:   endpoints.NewStore(view, endpoints.CheckAddresses(cfg.AllowNetworks)),
 		Keys:        keys,
 		Attempts:    store,
 		Idempotency: idem,
+		Resender:    resender,
 		Logger:      log,
 	})
 	if err != nil {
-		closeStore()
+		closeAll()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
-		closeStore()
+		closeAll()
 		return nil, fmt.Errorf("invalid --api-addr (HOOKRELAY_API_ADDR): %w", err)
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
@@ -68,5 +75,5 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 		return hs.Shutdown(sctx)
 	})
 	log.Info("hookrelay api listening", "addr", ln.Addr().String())
-	return closeStore, nil
+	return closeAll, nil
 }

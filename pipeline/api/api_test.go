@@ -19,6 +19,7 @@ import (
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/pipeline/api"
 	"github.com/hookrelay/hookrelay/pipeline/api/apitest"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
@@ -30,6 +31,7 @@ type env struct {
 	keys     *api.Keys
 	attempts *audit.Memory
 	admin    string
+	seeds    []string
 }
 
 func newEnv(t *testing.T) *env {
@@ -39,6 +41,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	for _, topic := range []string{"t.dlq", "t.deliveries"} {
+		if err := c.CreateTopic(topic, 3, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, topic := range []string{"t.endpoints", "t.endpoint-status", "t.apikeys", "t.idempotency"} {
 		if err := c.CreateTopic(topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
 			t.Fatal(err)
@@ -58,8 +65,13 @@ func newEnv(t *testing.T) *env {
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory()}
-	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem})
+	resender, err := api.NewResender(opts, "t.dlq", "t.deliveries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(resender.Close)
+	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory(), seeds: c.ListenAddrs()}
+	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,5 +471,88 @@ func TestAttemptsMessagesHealth(t *testing.T) {
 		h.LastHour.Attempts != 20 || h.LastHour.Delivered != 10 || h.LastHour.Failed != 10 ||
 		h.LastHour.SuccessRate == nil || *h.LastHour.SuccessRate != 0.5 || h.LastDay.Attempts != 25 {
 		t.Fatalf("health %+v", h)
+	}
+}
+
+func TestResendFromDLQ(t *testing.T) {
+	e := newEnv(t)
+	tk, other := e.newKey(t, false, "acme"), e.newKey(t, false, "globex")
+	ep := e.create(t, tk, `{"url":"https://a.example/hook"}`)
+	cur, err := e.store.Get(context.Background(), ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	old := time.Now().Add(-72 * time.Hour).UTC()
+	m := delivery.Meta{DeliveryID: "dlv-1", WebhookID: "msg_1", EndpointID: ep.ID, Incarnation: "old", EventID: "e1", EventType: "invoice.paid",
+		Tenant: "acme", EventTime: old, Attempt: 11, FirstAttemptAt: old, LastError: "http_503", Reason: "exhausted",
+		History: []delivery.AttemptSummary{{Number: 10, At: old, Outcome: "exhausted"}}}
+	body := []byte(`{"type":"invoice.paid","data":{"n":1}}`)
+	// Another message and another endpoint's record around it.
+	m2 := m
+	m2.WebhookID = "msg_2"
+	for _, r := range []*kgo.Record{
+		{Topic: "t.dlq", Key: []byte(ep.ID), Value: []byte(`{}`), Headers: m2.Headers()},
+		{Topic: "t.dlq", Key: []byte(ep.ID), Value: body, Headers: m.Headers()},
+		{Topic: "t.dlq", Key: []byte("other"), Value: []byte(`{}`), Headers: m.Headers()},
+	} {
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x1", EndpointID: ep.ID, WebhookID: "msg_1", Outcome: audit.Exhausted, AttemptedAt: time.Now().Add(-time.Hour)},
+		{AttemptID: "x2", EndpointID: ep.ID, WebhookID: "msg_ok", Outcome: audit.Delivered, AttemptedAt: time.Now().Add(-time.Hour)}})
+	p := "/v1/endpoints/" + ep.ID + "/messages/"
+	want(t, e.call(t, "POST", p+"msg_1/resend", other, ""), http.StatusNotFound)
+	want(t, e.call(t, "POST", p+"msg_none/resend", tk, ""), http.StatusNotFound)
+	want(t, e.call(t, "POST", p+"msg_ok/resend", tk, ""), http.StatusConflict)
+	r1 := e.call(t, "POST", p+"msg_1/resend", tk, "", "Idempotency-Key", "rs-1")
+	want(t, r1, http.StatusAccepted)
+	r2 := e.call(t, "POST", p+"msg_1/resend", tk, "", "Idempotency-Key", "rs-1")
+	if string(r1.Body) != string(r2.Body) {
+		t.Fatalf("repeat answered %s, first %s", r2.Body, r1.Body)
+	}
+	res := decodeBody[struct {
+		ResendID string `json:"resend_id"`
+	}](t, r1)
+
+	// Exactly one record on deliveries: the same body and webhook-id, a fresh attempt count.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.deliveries"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var got []*kgo.Record
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, r) })
+		cancel()
+		if len(got) > 1 {
+			break
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d records on deliveries, want 1 (the repeat must send nothing)", len(got))
+	}
+	gm, err := delivery.ParseMeta(got[0].Headers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marker string
+	for _, h := range got[0].Headers {
+		if h.Key == api.HeaderResend {
+			marker = string(h.Value)
+		}
+	}
+	if string(got[0].Value) != string(body) || string(got[0].Key) != ep.ID || gm.WebhookID != "msg_1" || gm.Attempt != 1 ||
+		len(gm.History) != 0 || gm.Reason != "" || !gm.FirstAttemptAt.IsZero() || gm.EventTime.Before(time.Now().Add(-time.Minute)) ||
+		gm.Incarnation != cur.Incarnation || gm.DeliveryID != res.ResendID || marker != res.ResendID {
+		t.Fatalf("resent record: key %s, value %s, meta %+v, marker %q", got[0].Key, got[0].Value, gm, marker)
 	}
 }

@@ -33,6 +33,7 @@ var (
 	probConflict     = Problem{Type: "/problems/conflict", Status: http.StatusConflict, Title: "The endpoint ID is taken"}
 	probPrecondition = Problem{Type: "/problems/precondition-failed", Status: http.StatusPreconditionFailed, Title: "The endpoint is not at the If-Match version"}
 	probIdempotency  = Problem{Type: "/problems/idempotency-key-reused", Status: http.StatusUnprocessableEntity, Title: "The Idempotency-Key was used with another request"}
+	probNoDLQRecord  = Problem{Type: "/problems/no-dlq-record", Status: http.StatusConflict, Title: "The message cannot be resent"}
 	probInternal     = Problem{Type: "/problems/internal", Status: http.StatusInternalServerError, Title: "Internal error"}
 	probUnavailable  = Problem{Type: "/problems/unavailable", Status: http.StatusServiceUnavailable, Title: "A backing service is not available"}
 )

@@ -57,6 +57,9 @@ type Options struct {
 	// Idempotency remembers POST results by Idempotency-Key. Optional:
 	// nil ignores the header.
 	Idempotency *Idempotency
+	// Resender re-produces DLQ records for POST …/messages/{msg_id}/resend.
+	// Optional: nil answers that route 503.
+	Resender *Resender
 	// Now is the clock of health windows and secret expiry. Optional.
 	// Default time.Now.
 	Now func() time.Time
@@ -112,6 +115,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/endpoints/{id}/health", s.health)
 	s.handle("GET /v1/endpoints/{id}/attempts", s.listAttempts)
 	s.handle("GET /v1/endpoints/{id}/messages/{msg_id}", s.getMessage)
+	s.handle("POST /v1/endpoints/{id}/messages/{msg_id}/resend", s.idempotent(s.resendMessage))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, probNotFound, "no such resource; see /v1/openapi.json")
 	})
