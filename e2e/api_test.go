@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,6 +147,7 @@ func TestAPITenantIsolation(t *testing.T) {
 		{"GET", pb, ""}, {"PATCH", pb, `{"url":"https://evil.example/"}`}, {"DELETE", pb, ""},
 		{"POST", pb + "/disable", ""}, {"POST", pb + "/enable", ""}, {"POST", pb + "/secret/rotate", ""},
 		{"GET", pb + "/attempts", ""}, {"GET", pb + "/health", ""}, {"GET", pb + "/messages/" + msgB, ""},
+		{"POST", pb + "/messages/" + msgB + "/resend", ""},
 	} {
 		c.want(c.as(acme).call(r.method, r.path, r.body), http.StatusNotFound)
 	}
@@ -171,6 +174,62 @@ func TestAPITenantIsolation(t *testing.T) {
 	bad = c.want(c.as(acme).send(true, "POST", "/v1/endpoints", `{"url":"`+recv.URL+`","max_in_flight":0}`), http.StatusBadRequest)
 	if errs, _ := bad["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != "max_in_flight" {
 		t.Fatalf("bad max_in_flight: problem %v does not name it", bad)
+	}
+}
+
+// TestAPIResend: a message that failed (400, permanent: to the DLQ) is
+// resent through the API and arrives again with its webhook-id; a repeat
+// with the same Idempotency-Key sends nothing more.
+func TestAPIResend(t *testing.T) {
+	h := newHarness(t, config{})
+	key := h.apiKey("--tenant", "acme")
+	p := h.start("api-resend")
+	c := apiClient{t: t, base: "http://" + p.apiAddr, key: key, v: apitest.New(t, nil)}
+	var mu sync.Mutex
+	seen := map[string]int{} // webhook-id -> requests
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Header.Get("webhook-id")
+		seen[id]++
+		if seen[id] == 1 {
+			w.WriteHeader(http.StatusBadRequest) // permanent: failed, to the DLQ
+		}
+	}))
+	defer recv.Close()
+	ep := c.want(c.call("POST", "/v1/endpoints", `{"url":"`+recv.URL+`"}`), http.StatusCreated)["endpoint"].(map[string]any)
+	id := ep["id"].(string)
+	h.produce(h.events([]cloudEvent{{ID: "r-1", Source: "/s", Type: "invoice.paid", Tenant: "acme", Data: map[string]any{}}})...)
+	var msg string
+	eventually(t, 60*time.Second, "the failed attempt in the API", func() (bool, string) {
+		data := c.want(c.call("GET", "/v1/endpoints/"+id+"/attempts?outcome=failed", ""), http.StatusOK)["data"].([]any)
+		if len(data) == 1 {
+			msg = data[0].(map[string]any)["webhook_id"].(string)
+		}
+		return len(data) == 1, fmt.Sprintf("%d failed attempts", len(data))
+	})
+	var res map[string]any
+	eventually(t, 30*time.Second, "the DLQ record to be resendable", func() (bool, string) {
+		r := c.call("POST", "/v1/endpoints/"+id+"/messages/"+msg+"/resend", "", "Idempotency-Key", "resend-1")
+		if r.StatusCode == http.StatusAccepted {
+			res = c.want(r, http.StatusAccepted)
+		}
+		return r.StatusCode == http.StatusAccepted, string(r.Body)
+	})
+	c.want(c.call("POST", "/v1/endpoints/"+id+"/messages/"+msg+"/resend", "", "Idempotency-Key", "resend-1"), http.StatusAccepted)
+	eventually(t, 60*time.Second, "the resent message delivered", func() (bool, string) {
+		m := c.want(c.call("GET", "/v1/endpoints/"+id+"/messages/"+msg, ""), http.StatusOK)
+		as := m["attempts"].([]any)
+		ok := len(as) == 2 && as[0].(map[string]any)["outcome"] == "delivered" && as[0].(map[string]any)["delivery_id"] == res["resend_id"] &&
+			as[0].(map[string]any)["attempt_number"].(float64) == 1
+		return ok, fmt.Sprintf("%v", as)
+	})
+	// Nothing more arrives: the repeated resend sent nothing (polled for a while).
+	time.Sleep(3 * time.Second) // a quiet period to catch a duplicate; no latency is asserted
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[msg] != 2 || len(seen) != 1 {
+		t.Fatalf("receiver saw %v, want %s twice", seen, msg)
 	}
 }
 
@@ -228,17 +287,26 @@ func TestAPIAttemptsLatency(t *testing.T) {
 	p := h.start("api-bench")
 	loadAttempts(t, h, "bench", rows)
 	c := apiClient{t: t, base: "http://" + p.apiAddr, key: admin, v: apitest.New(t, nil)}
+	plain := &http.Client{}
 	measure := func(what string, n int, path func(i int) string) {
 		var ds []time.Duration
 		for i := range n {
+			if i%20 == 0 { // a sample through the validator, untimed
+				c.want(c.call("GET", path(i), ""), http.StatusOK)
+			}
+			req := apitest.NewRequest(t, "GET", c.base+path(i), admin, "")
 			start := time.Now()
-			r := c.call("GET", path(i), "")
+			resp, err := plain.Do(req)
+			if err == nil {
+				_, err = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
 			ds = append(ds, time.Since(start))
-			if r.StatusCode != http.StatusOK {
-				t.Fatalf("%s: %d %s", what, r.StatusCode, r.Body)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %v %v", what, err, resp)
 			}
 		}
-		t.Logf("attempts latency, %d rows, %s: p50 %v p99 %v (n=%d, client side, validation excluded from neither)", rows, what,
+		t.Logf("attempts latency, %d rows, %s: p50 %v p99 %v (n=%d, HTTP round trip on loopback)", rows, what,
 			percentile(ds, 50).Round(100*time.Microsecond), percentile(ds, 99).Round(100*time.Microsecond), n)
 	}
 	measure("first page of 100", 200, func(int) string { return "/v1/endpoints/bench/attempts" })
