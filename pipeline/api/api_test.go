@@ -556,3 +556,77 @@ func TestResendFromDLQ(t *testing.T) {
 		t.Fatalf("resent record: key %s, value %s, meta %+v, marker %q", got[0].Key, got[0].Value, gm, marker)
 	}
 }
+
+func TestDLQListAndReplay(t *testing.T) {
+	e := newEnv(t)
+	acme, globex := e.newKey(t, false, "acme"), e.newKey(t, false, "globex")
+	epA := e.create(t, acme, `{"url":"https://a.example/hook"}`)
+	epB := e.create(t, globex, `{"url":"https://b.example/hook"}`)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	put := func(ep, tenant, msg, reason string) {
+		m := delivery.Meta{DeliveryID: "d-" + msg, WebhookID: msg, EndpointID: ep, Tenant: tenant, EventType: "invoice.paid", Reason: reason}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t.dlq", Key: []byte(ep), Value: []byte(`{"m":"` + msg + `"}`), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(epA.ID, "acme", "msg_a1", "exhausted")
+	put(epA.ID, "acme", "msg_a2", "skipped")
+	put(epA.ID, "acme", "msg_a1", "failed") // the same message again: replayed once
+	put(epB.ID, "globex", "msg_b1", "abandoned")
+	type list struct {
+		Data []struct {
+			EndpointID string `json:"endpoint_id"`
+			WebhookID  string `json:"webhook_id"`
+			Reason     string `json:"reason"`
+		} `json:"data"`
+		Truncated bool `json:"truncated"`
+	}
+	la := decodeBody[list](t, e.call(t, "GET", "/v1/dlq", acme, ""))
+	if len(la.Data) != 3 || slices.ContainsFunc(la.Data, func(d struct {
+		EndpointID string `json:"endpoint_id"`
+		WebhookID  string `json:"webhook_id"`
+		Reason     string `json:"reason"`
+	}) bool {
+		return d.EndpointID != epA.ID
+	}) {
+		t.Fatalf("acme's DLQ: %+v", la.Data)
+	}
+	if all := decodeBody[list](t, e.call(t, "GET", "/v1/dlq?limit=2", e.admin, "")); len(all.Data) != 2 || !all.Truncated {
+		t.Fatalf("admin, limit 2: %+v", all)
+	}
+	want(t, e.call(t, "GET", "/v1/dlq?endpoint_id="+epB.ID, acme, ""), http.StatusNotFound)
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	want(t, e.call(t, "POST", "/v1/dlq/replay", acme, `{"endpoint_id":"`+epB.ID+`","since":"`+since+`"}`), http.StatusNotFound)
+	r := e.call(t, "POST", "/v1/dlq/replay", acme, `{"endpoint_id":"`+epA.ID+`","since":"`+since+`"}`, "Idempotency-Key", "rp-1")
+	want(t, r, http.StatusAccepted)
+	if got := decodeBody[struct{ Replayed int }](t, r); got.Replayed != 2 {
+		t.Fatalf("replayed %d, want 2 (msg_a1 once, msg_a2): %s", got.Replayed, r.Body)
+	}
+	want(t, e.call(t, "POST", "/v1/dlq/replay", acme, `{"endpoint_id":"`+epA.ID+`","since":"`+since+`"}`, "Idempotency-Key", "rp-1"), http.StatusAccepted)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.deliveries"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	got := map[string]string{}
+	n := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && n < 3 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			m, _ := delivery.ParseMeta(r.Headers)
+			got[m.WebhookID] = string(r.Value)
+			n++
+		})
+		cancel()
+	}
+	if n != 2 || got["msg_a1"] != `{"m":"msg_a1"}` || got["msg_a2"] != `{"m":"msg_a2"}` {
+		t.Fatalf("deliveries got %d records %v, want msg_a1 and msg_a2 once", n, got)
+	}
+	want(t, e.callInvalid(t, "POST", "/v1/dlq/replay", acme, `{"endpoint_id":"`+epA.ID+`"}`), http.StatusBadRequest)
+}

@@ -51,9 +51,13 @@ func NewResender(clientOpts []kgo.Opt, dlq, deliveries string) (*Resender, error
 // Close closes the Resender's client.
 func (s *Resender) Close() { s.cl.Close() }
 
-// find returns the newest DLQ record of message msg to endpoint ep, read
-// from since on in the one DLQ partition the endpoint's key maps to.
-func (s *Resender) find(ctx context.Context, ep, msg string, since time.Time) (*kgo.Record, error) {
+// span is a range of offsets of one partition: [start, end).
+type span struct{ start, end int64 }
+
+// spans returns, per DLQ partition (all, or only the one endpoint ep's key
+// maps to when ep is set), the offsets from the first record at or after
+// since to the end.
+func (s *Resender) spans(ctx context.Context, ep string, since time.Time) (map[int32]span, error) {
 	adm := kadm.NewClient(s.cl)
 	ends, err := adm.ListEndOffsets(ctx, s.dlq)
 	if err == nil {
@@ -66,9 +70,6 @@ func (s *Resender) find(ctx context.Context, ep, msg string, since time.Time) (*
 	if n == 0 {
 		return nil, fmt.Errorf("api: DLQ topic %s has no partitions", s.dlq)
 	}
-	// The pipeline's producers use franz-go's default (murmur2 key) partitioning.
-	p := kgo.StickyKeyPartitioner(nil).ForTopic(s.dlq).Partition(&kgo.Record{Key: []byte(ep)}, n)
-	end := ends[s.dlq][int32(p)].Offset
 	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), s.dlq)
 	if err == nil {
 		err = starts.Error()
@@ -76,44 +77,109 @@ func (s *Resender) find(ctx context.Context, ep, msg string, since time.Time) (*
 	if err != nil {
 		return nil, fmt.Errorf("api: DLQ offsets by time: %w", err)
 	}
-	start := starts[s.dlq][int32(p)].Offset
-	if start < 0 || start >= end {
-		return nil, errNoDLQRecord
+	out := map[int32]span{}
+	for p, o := range ends[s.dlq] {
+		start := starts[s.dlq][p].Offset
+		if start >= 0 && start < o.Offset {
+			out[p] = span{start, o.Offset}
+		}
 	}
-	cl, err := kgo.NewClient(append(s.opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-		s.dlq: {int32(p): kgo.NewOffset().At(start)}}), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	if ep != "" {
+		// The pipeline's producers use franz-go's default (murmur2 key) partitioning.
+		p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(s.dlq).Partition(&kgo.Record{Key: []byte(ep)}, n))
+		sp, ok := out[p]
+		out = map[int32]span{}
+		if ok {
+			out[p] = sp
+		}
+	}
+	return out, nil
+}
+
+// scan calls fn with every data record of spans, in offset order per
+// partition, until fn returns false.
+func (s *Resender) scan(ctx context.Context, spans map[int32]span, fn func(*kgo.Record) bool) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	offsets := map[int32]kgo.Offset{}
+	pos := map[int32]int64{}
+	for p, sp := range spans {
+		offsets[p] = kgo.NewOffset().At(sp.start)
+		pos[p] = sp.start
+	}
+	cl, err := kgo.NewClient(append(s.opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.dlq: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
-	var found *kgo.Record
-	// Read up to the end offset listed above (control records are kept, so
-	// a partition ending in a transaction marker reaches it); an idle poll
-	// of 5 s ends the read too, as a guard.
-	for pos := start; pos < end; {
+	done := func() bool {
+		for p, sp := range spans {
+			if pos[p] < sp.end {
+				return false
+			}
+		}
+		return true
+	}
+	// Read up to the end offsets listed before (control records are kept,
+	// so a partition ending in a transaction marker reaches its end); an
+	// idle poll of 5 s ends the read too, as a guard.
+	for !done() {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		if pctx.Err() != nil && fs.NumRecords() == 0 {
-			break
+			return nil
 		}
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("api: read DLQ: %w", err)
+			return fmt.Errorf("api: read DLQ: %w", err)
 		}
+		stop := false
 		fs.EachRecord(func(r *kgo.Record) {
-			pos = r.Offset + 1 // control records too: they advance to the end offset
-			if r.Attrs.IsControl() || string(r.Key) != ep {
+			if stop || r.Offset >= spans[r.Partition].end {
 				return
 			}
-			for _, h := range r.Headers {
-				if h.Key == delivery.HeaderWebhookID && string(h.Value) == msg {
-					found = r
-				}
+			pos[r.Partition] = r.Offset + 1
+			if !r.Attrs.IsControl() && !fn(r) {
+				stop = true
 			}
 		})
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
+
+func headerOf(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// find returns the newest DLQ record of message msg to endpoint ep, read
+// from since on in the one DLQ partition the endpoint's key maps to.
+func (s *Resender) find(ctx context.Context, ep, msg string, since time.Time) (*kgo.Record, error) {
+	spans, err := s.spans(ctx, ep, since)
+	if err != nil {
+		return nil, err
+	}
+	var found *kgo.Record
+	err = s.scan(ctx, spans, func(r *kgo.Record) bool {
+		if string(r.Key) == ep && headerOf(r, delivery.HeaderWebhookID) == msg {
+			found = r
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	if found == nil {
 		return nil, errNoDLQRecord

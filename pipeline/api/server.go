@@ -116,6 +116,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/endpoints/{id}/attempts", s.listAttempts)
 	s.handle("GET /v1/endpoints/{id}/messages/{msg_id}", s.getMessage)
 	s.handle("POST /v1/endpoints/{id}/messages/{msg_id}/resend", s.idempotent(s.resendMessage))
+	s.handle("GET /v1/dlq", s.listDLQ)
+	s.handle("POST /v1/dlq/replay", s.idempotent(s.replayDLQ))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, probNotFound, "no such resource; see /v1/openapi.json")
 	})
