@@ -27,6 +27,7 @@ type Topics struct {
 	Attempts       string // <prefix>attempts: audit.Attempt per attempt, for the audit sink
 	APIKeys        string // <prefix>apikeys: API key records (hashes only), compacted
 	Idempotency    string // <prefix>idempotency: API responses by Idempotency-Key, compacted, 24 h
+	Recoveries     string // <prefix>recoveries: API recovery records, compacted
 }
 
 // NewTopics returns the topic names under prefix ("" means
@@ -46,6 +47,7 @@ func NewTopics(prefix string) Topics {
 		Attempts:       prefix + "attempts",
 		APIKeys:        prefix + "apikeys",
 		Idempotency:    prefix + "idempotency",
+		Recoveries:     prefix + "recoveries",
 	}
 }
 
@@ -108,7 +110,7 @@ func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l Top
 //
 // Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
 // events.invalid 30 days; endpoints and endpoint-status are compacted.
-// apikeys is compacted; idempotency is compacted and deleted after 24 h
+// apikeys and recoveries are compacted; idempotency is compacted and deleted after 24 h
 // (the API's Idempotency-Key window). Tier topics use LogAppendTime so a
 // tier is FIFO in due time.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout) error {
@@ -147,6 +149,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		{t.DLQ, l.Partitions, base(map[string]*string{"retention.ms": &month})},
 		{t.Attempts, l.Partitions, base(map[string]*string{"retention.ms": &week})},
 		{t.APIKeys, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
+		{t.Recoveries, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
 		{t.Idempotency, 1, base(map[string]*string{"cleanup.policy": ptr("compact,delete"), "retention.ms": ptr("86400000")})},
 	}
 	for _, tt := range l.TierTopics {

@@ -35,6 +35,7 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 	}
 	keys := api.NewKeys(topics.APIKeys, kopts, log)
 	idem := api.NewIdempotency(topics.Idempotency, kopts, api.DefaultIdempotencyWindow, log)
+	recoveries := api.NewRecoveries(topics.Recoveries, kopts, log)
 	resender, err := api.NewResender(kopts, topics.DLQ, topics.Deliveries)
 	if err != nil {
 		closeStore()
@@ -47,6 +48,7 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 		Attempts:    store,
 		Idempotency: idem,
 		Resender:    resender,
+		Recoveries:  recoveries,
 		Logger:      log,
 	})
 	if err != nil {
@@ -62,6 +64,7 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	g.Go(func() error { return keys.Run(gctx) })
 	g.Go(func() error { return idem.Run(gctx) })
+	g.Go(func() error { return recoveries.Run(gctx) })
 	g.Go(func() error {
 		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("api server: %w", err)

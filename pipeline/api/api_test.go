@@ -46,7 +46,7 @@ func newEnv(t *testing.T) *env {
 			t.Fatal(err)
 		}
 	}
-	for _, topic := range []string{"t.endpoints", "t.endpoint-status", "t.apikeys", "t.idempotency"} {
+	for _, topic := range []string{"t.endpoints", "t.endpoint-status", "t.apikeys", "t.idempotency", "t.recoveries"} {
 		if err := c.CreateTopic(topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
 			t.Fatal(err)
 		}
@@ -58,9 +58,10 @@ func newEnv(t *testing.T) *env {
 	}
 	keys := api.NewKeys("t.apikeys", opts, nil)
 	idem := api.NewIdempotency("t.idempotency", opts, 0, nil)
+	recs := api.NewRecoveries("t.recoveries", opts, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{view.Run, keys.Run, idem.Run} {
+	for _, run := range []func(context.Context) error{view.Run, keys.Run, idem.Run, recs.Run} {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
@@ -71,7 +72,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(resender.Close)
 	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory(), seeds: c.ListenAddrs()}
-	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender})
+	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender, Recoveries: recs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,4 +630,74 @@ func TestDLQListAndReplay(t *testing.T) {
 		t.Fatalf("deliveries got %d records %v, want msg_a1 and msg_a2 once", n, got)
 	}
 	want(t, e.callInvalid(t, "POST", "/v1/dlq/replay", acme, `{"endpoint_id":"`+epA.ID+`"}`), http.StatusBadRequest)
+}
+
+func TestRecover(t *testing.T) {
+	e := newEnv(t)
+	acme, globex := e.newKey(t, false, "acme"), e.newKey(t, false, "globex")
+	ep := e.create(t, acme, `{"url":"https://a.example/hook"}`)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, c := range []struct{ msg, reason string }{{"msg_1", "exhausted"}, {"msg_2", "skipped"}, {"msg_3", "failed"}, {"msg_4", "exhausted"}, {"msg_5", "abandoned"}} {
+		m := delivery.Meta{DeliveryID: "d-" + c.msg, WebhookID: c.msg, EndpointID: ep.ID, Tenant: "acme", EventType: "invoice.paid", Reason: c.reason}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t.dlq", Key: []byte(ep.ID), Value: []byte(c.msg), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// msg_4 was delivered since (an earlier resend): not recovered again.
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x4", EndpointID: ep.ID, WebhookID: "msg_4", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	p := "/v1/endpoints/" + ep.ID + "/recover"
+	want(t, e.call(t, "POST", p, globex, `{"since":"`+since+`"}`), http.StatusNotFound)
+	r1 := e.call(t, "POST", p, acme, `{"since":"`+since+`"}`, "Idempotency-Key", "rec-1")
+	want(t, r1, http.StatusAccepted)
+	r2 := e.call(t, "POST", p, acme, `{"since":"`+since+`"}`, "Idempotency-Key", "rec-1")
+	if string(r1.Body) != string(r2.Body) {
+		t.Fatalf("repeat answered %s, first %s", r2.Body, r1.Body)
+	}
+	res := decodeBody[struct {
+		ID     string `json:"id"`
+		Found  int    `json:"found"`
+		Queued int    `json:"queued"`
+	}](t, r1)
+	if res.Found != 3 || res.Queued != 3 {
+		t.Fatalf("recover: %s, want msg_1, msg_2 and msg_5", r1.Body)
+	}
+	withFailed := decodeBody[struct{ Found int }](t, e.call(t, "POST", p, acme, `{"since":"`+since+`","include_failed":true}`))
+	if withFailed.Found != 4 {
+		t.Fatalf("recover with include_failed found %d, want 4", withFailed.Found)
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.deliveries"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n := 0
+	var first delivery.Meta
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && n <= 7 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			if n == 0 {
+				first, _ = delivery.ParseMeta(r.Headers)
+			}
+			n++
+		})
+		cancel()
+	}
+	if n != 7 {
+		t.Fatalf("%d records on deliveries, want 3 + 4 (the repeated request sends nothing)", n)
+	}
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "y1", EndpointID: ep.ID, DeliveryID: first.DeliveryID, WebhookID: first.WebhookID, Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	want(t, e.call(t, "GET", "/v1/recoveries/"+res.ID, globex, ""), http.StatusNotFound)
+	got := decodeBody[struct {
+		Found, Queued, Delivered, Failed int
+	}](t, e.call(t, "GET", "/v1/recoveries/"+res.ID, acme, ""))
+	if got.Found != 3 || got.Queued != 3 || got.Delivered != 1 || got.Failed != 0 {
+		t.Fatalf("recovery progress %+v", got)
+	}
 }

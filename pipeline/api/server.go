@@ -60,6 +60,9 @@ type Options struct {
 	// Resender re-produces DLQ records for POST …/messages/{msg_id}/resend.
 	// Optional: nil answers that route 503.
 	Resender *Resender
+	// Recoveries records POST …/recover for GET /v1/recoveries/{id}.
+	// Optional: nil answers both 503.
+	Recoveries *Recoveries
 	// Now is the clock of health windows and secret expiry. Optional.
 	// Default time.Now.
 	Now func() time.Time
@@ -116,6 +119,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/endpoints/{id}/attempts", s.listAttempts)
 	s.handle("GET /v1/endpoints/{id}/messages/{msg_id}", s.getMessage)
 	s.handle("POST /v1/endpoints/{id}/messages/{msg_id}/resend", s.idempotent(s.resendMessage))
+	s.handle("POST /v1/endpoints/{id}/recover", s.idempotent(s.recoverEndpoint))
+	s.handle("GET /v1/recoveries/{id}", s.getRecovery)
 	s.handle("GET /v1/dlq", s.listDLQ)
 	s.handle("POST /v1/dlq/replay", s.idempotent(s.replayDLQ))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
