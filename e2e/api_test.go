@@ -177,22 +177,23 @@ func TestAPITenantIsolation(t *testing.T) {
 	}
 }
 
-// TestAPIResend: a message that failed (400, permanent: to the DLQ) is
+// TestAPIResendAndRecover: a message that failed (400, permanent: to the DLQ) is
 // resent through the API and arrives again with its webhook-id; a repeat
 // with the same Idempotency-Key sends nothing more.
-func TestAPIResend(t *testing.T) {
+func TestAPIResendAndRecover(t *testing.T) {
 	h := newHarness(t, config{})
 	key := h.apiKey("--tenant", "acme")
 	p := h.start("api-resend")
 	c := apiClient{t: t, base: "http://" + p.apiAddr, key: key, v: apitest.New(t, nil)}
 	var mu sync.Mutex
 	seen := map[string]int{} // webhook-id -> requests
+	failFirst := true        // answer 400 to a message's first request (until the recovery part)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		id := r.Header.Get("webhook-id")
 		seen[id]++
-		if seen[id] == 1 {
+		if seen[id] == 1 && failFirst {
 			w.WriteHeader(http.StatusBadRequest) // permanent: failed, to the DLQ
 		}
 	}))
@@ -224,12 +225,47 @@ func TestAPIResend(t *testing.T) {
 			as[0].(map[string]any)["attempt_number"].(float64) == 1
 		return ok, fmt.Sprintf("%v", as)
 	})
-	// Nothing more arrives: the repeated resend sent nothing (polled for a while).
+
+	// Recovery: events published while the endpoint is disabled are
+	// skipped (a DLQ record each); after enable, recover since T sends each
+	// once with its webhook-id, and the repeated request sends nothing.
+	mu.Lock()
+	failFirst = false
+	mu.Unlock()
+	since := time.Now().UTC()
+	c.want(c.call("POST", "/v1/endpoints/"+id+"/disable", ""), http.StatusOK)
+	h.produce(h.events([]cloudEvent{{ID: "r-2", Source: "/s", Type: "invoice.paid", Tenant: "acme", Data: map[string]any{}},
+		{ID: "r-3", Source: "/s", Type: "invoice.paid", Tenant: "acme", Data: map[string]any{}}})...)
+	eventually(t, 60*time.Second, "2 skipped attempts", func() (bool, string) {
+		data := c.want(c.call("GET", "/v1/endpoints/"+id+"/attempts?outcome=skipped", ""), http.StatusOK)["data"].([]any)
+		return len(data) == 2, fmt.Sprintf("%d skipped", len(data))
+	})
+	c.want(c.call("POST", "/v1/endpoints/"+id+"/enable", ""), http.StatusOK)
+	eventually(t, 30*time.Second, "2 skipped records in the DLQ", func() (bool, string) {
+		data := c.want(c.call("GET", "/v1/dlq?endpoint_id="+id+"&since="+url.QueryEscape(since.Format(time.RFC3339Nano)), ""), http.StatusOK)["data"].([]any)
+		return len(data) == 2, fmt.Sprintf("%v", data)
+	})
+	body := `{"since":"` + since.Format(time.RFC3339Nano) + `"}`
+	rec := c.want(c.call("POST", "/v1/endpoints/"+id+"/recover", body, "Idempotency-Key", "recover-1"), http.StatusAccepted)
+	if rec["found"].(float64) != 2 || rec["queued"].(float64) != 2 {
+		t.Fatalf("recover: %v, want 2 found and queued", rec)
+	}
+	c.want(c.call("POST", "/v1/endpoints/"+id+"/recover", body, "Idempotency-Key", "recover-1"), http.StatusAccepted)
+	eventually(t, 60*time.Second, "the recovery delivered", func() (bool, string) {
+		m := c.want(c.call("GET", "/v1/recoveries/"+rec["id"].(string), ""), http.StatusOK)
+		return m["delivered"].(float64) == 2, fmt.Sprintf("%v", m)
+	})
+	// Nothing more arrives: the repeated requests sent nothing.
 	time.Sleep(3 * time.Second) // a quiet period to catch a duplicate; no latency is asserted
 	mu.Lock()
 	defer mu.Unlock()
-	if seen[msg] != 2 || len(seen) != 1 {
-		t.Fatalf("receiver saw %v, want %s twice", seen, msg)
+	if seen[msg] != 2 || len(seen) != 3 {
+		t.Fatalf("receiver saw %v, want %s twice and two recovered messages once each", seen, msg)
+	}
+	for id, n := range seen {
+		if id != msg && n != 1 {
+			t.Errorf("recovered message %s arrived %d times", id, n)
+		}
 	}
 }
 
