@@ -131,8 +131,8 @@ func (s *Server) routes() {
 // handle registers h behind authentication.
 func (s *Server) handle(pattern string, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" { // the scheme is case-insensitive (RFC 9110, 11.1)
 			writeProblem(w, r, probUnauthorized, "send Authorization: Bearer <api key>")
 			return
 		}
