@@ -56,6 +56,9 @@ func (m *Memory) Log(ctx context.Context, q Query) ([]Attempt, error) {
 		case a.EndpointID != q.EndpointID,
 			q.EventID != "" && a.EventID != q.EventID,
 			q.DeliveryID != "" && a.DeliveryID != q.DeliveryID,
+			q.WebhookID != "" && a.WebhookID != q.WebhookID,
+			q.EventType != "" && a.EventType != q.EventType,
+			!q.Until.IsZero() && !a.AttemptedAt.Before(q.Until.Truncate(time.Millisecond)),
 			len(q.Outcomes) > 0 && !slices.Contains(q.Outcomes, a.Outcome),
 			!q.Since.IsZero() && a.AttemptedAt.Before(q.Since.Truncate(time.Millisecond)),
 			!q.Before.IsZero() && compareLog(a, before) >= 0:

@@ -68,12 +68,21 @@ type Query struct {
 	EventID string
 	// DeliveryID keeps only attempts of this delivery. Optional.
 	DeliveryID string
+	// WebhookID keeps only attempts of this message (the Standard Webhooks
+	// webhook-id, stable across attempts and resends). Optional.
+	WebhookID string
+	// EventType keeps only attempts of events of exactly this CloudEvents
+	// type. Optional.
+	EventType string
 	// Outcomes keeps only attempts with one of these outcomes (e.g. Abandoned
 	// and Exhausted, to find deliveries to resend). Optional. Default: all.
 	Outcomes []Outcome
 	// Since keeps only attempts made at or after this instant (millisecond
 	// precision). Optional. Default (zero): no lower bound.
 	Since time.Time
+	// Until keeps only attempts made strictly before this instant
+	// (millisecond precision). Optional. Default (zero): no upper bound.
+	Until time.Time
 	// Before keeps only attempts strictly older than the cursor in the log's
 	// order, for paging: pass CursorOf(the last attempt of the previous page).
 	// Optional. Default (zero): start at the newest attempt.
@@ -204,6 +213,8 @@ func (q Query) Validate() (Query, error) {
 		return q, fmt.Errorf("%w: Query.Limit %d exceeds %d", ErrInvalidQuery, q.Limit, MaxLimit)
 	case !q.Since.IsZero() && !inTimeRange(q.Since):
 		return q, fmt.Errorf("%w: Query.Since %s is outside %s..%s", ErrInvalidQuery, q.Since.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	case !q.Until.IsZero() && !inTimeRange(q.Until):
+		return q, fmt.Errorf("%w: Query.Until %s is outside %s..%s", ErrInvalidQuery, q.Until.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case !q.Before.IsZero() && !inTimeRange(q.Before.AttemptedAt):
 		return q, fmt.Errorf("%w: Query.Before.AttemptedAt %s is outside %s..%s", ErrInvalidQuery, q.Before.AttemptedAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	}

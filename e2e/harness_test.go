@@ -290,6 +290,7 @@ type process struct {
 	cmd      *exec.Cmd
 	logPath  string
 	httpAddr string
+	apiAddr  string        // the api role's address (HOOKRELAY_API_ADDR)
 	done     chan struct{} // closed when the process has exited
 	waitErr  error         // valid after done
 }
@@ -321,6 +322,7 @@ func (h *harness) spawn(id string, env ...string) *process {
 		name:     id,
 		logPath:  filepath.Join(h.t.TempDir(), fmt.Sprintf("hookrelay-%d-%s.log", h.started, id)),
 		httpAddr: freeAddr(h.t),
+		apiAddr:  freeAddr(h.t),
 		done:     make(chan struct{}),
 	}
 	logf, err := os.Create(p.logPath)
@@ -328,7 +330,7 @@ func (h *harness) spawn(id string, env ...string) *process {
 		h.t.Fatal(err)
 	}
 	p.cmd = h.command(context.Background(), "run")
-	p.cmd.Env = append(p.cmd.Env, "HOOKRELAY_INSTANCE_ID="+id, "HOOKRELAY_HTTP_ADDR="+p.httpAddr)
+	p.cmd.Env = append(p.cmd.Env, "HOOKRELAY_INSTANCE_ID="+id, "HOOKRELAY_HTTP_ADDR="+p.httpAddr, "HOOKRELAY_API_ADDR="+p.apiAddr)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

@@ -25,6 +25,9 @@ type Topics struct {
 	Deliveries     string // <prefix>deliveries: one record per (event, endpoint), keyed by endpoint ID
 	DLQ            string // <prefix>dlq: deliveries that ended without success
 	Attempts       string // <prefix>attempts: audit.Attempt rows keyed by endpoint (a sending row, then the outcome), for the audit sink
+	APIKeys        string // <prefix>apikeys: API key records (hashes only), compacted
+	Idempotency    string // <prefix>idempotency: API responses by Idempotency-Key, compacted, 24 h
+	Recoveries     string // <prefix>recoveries: API recovery records, compacted
 }
 
 // NewTopics returns the topic names under prefix ("" means
@@ -42,6 +45,9 @@ func NewTopics(prefix string) Topics {
 		Deliveries:     prefix + "deliveries",
 		DLQ:            prefix + "dlq",
 		Attempts:       prefix + "attempts",
+		APIKeys:        prefix + "apikeys",
+		Idempotency:    prefix + "idempotency",
+		Recoveries:     prefix + "recoveries",
 	}
 }
 
@@ -105,7 +111,9 @@ func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l Top
 //
 // Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
 // events.invalid 30 days; endpoints and endpoint-status are compacted.
-// Tier topics use LogAppendTime so a tier is FIFO in due time.
+// apikeys and recoveries are compacted; idempotency is compacted and deleted after 24 h
+// (the API's Idempotency-Key window). Tier topics use LogAppendTime so a
+// tier is FIFO in due time.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout) error {
 	if l.Partitions <= 0 {
 		l.Partitions = 12
@@ -141,6 +149,9 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		{t.Deliveries, l.Partitions, base(map[string]*string{"retention.ms": &week})},
 		{t.DLQ, l.Partitions, base(map[string]*string{"retention.ms": &month})},
 		{t.Attempts, l.Partitions, base(map[string]*string{"retention.ms": &week})},
+		{t.APIKeys, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
+		{t.Recoveries, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
+		{t.Idempotency, 1, base(map[string]*string{"cleanup.policy": ptr("compact,delete"), "retention.ms": ptr("86400000")})},
 	}
 	for _, tt := range l.TierTopics {
 		specs = append(specs, spec{tt, l.Partitions, base(retrytiers.TierTopicConfig())})

@@ -215,6 +215,8 @@ func testLogFilters(t *testing.T, s audit.Store) {
 		a := Attempt("ep-1", i)
 		a.EventID = fmt.Sprintf("evt-%d", i%3)
 		a.DeliveryID = fmt.Sprintf("dlv-%d", i%2)
+		a.WebhookID = fmt.Sprintf("msg-%d", i%5)
+		a.EventType = []string{"invoice.paid", "invoice.sent"}[i%2]
 		if i%4 == 0 {
 			a.Outcome, a.HTTPStatus = audit.Failed, 400
 		}
@@ -252,6 +254,14 @@ func testLogFilters(t *testing.T, s audit.Store) {
 			pick(func(a audit.Attempt) bool { return !a.AttemptedAt.Before(base.Add(7 * time.Second)) })},
 		{"since 1 ms later", audit.Query{EndpointID: "ep-1", Since: base.Add(7*time.Second + time.Millisecond)},
 			pick(func(a audit.Attempt) bool { return a.AttemptedAt.After(base.Add(7 * time.Second)) })},
+		{"webhook id", audit.Query{EndpointID: "ep-1", WebhookID: "msg-2"}, pick(func(a audit.Attempt) bool { return a.WebhookID == "msg-2" })},
+		{"event type", audit.Query{EndpointID: "ep-1", EventType: "invoice.sent"}, pick(func(a audit.Attempt) bool { return a.EventType == "invoice.sent" })},
+		{"until exclusive at the ms", audit.Query{EndpointID: "ep-1", Until: base.Add(7*time.Second + 999*time.Microsecond)},
+			pick(func(a audit.Attempt) bool { return a.AttemptedAt.Before(base.Add(7 * time.Second)) })},
+		{"since and until", audit.Query{EndpointID: "ep-1", Since: base.Add(2 * time.Second), Until: base.Add(5 * time.Second)},
+			pick(func(a audit.Attempt) bool {
+				return !a.AttemptedAt.Before(base.Add(2*time.Second)) && a.AttemptedAt.Before(base.Add(5*time.Second))
+			})},
 		{"since and outcome", audit.Query{EndpointID: "ep-1", Since: base.Add(3 * time.Second), Outcomes: []audit.Outcome{audit.Delivered}},
 			pick(func(a audit.Attempt) bool {
 				return a.Outcome == audit.Delivered && !a.AttemptedAt.Before(base.Add(3*time.Second))

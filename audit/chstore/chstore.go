@@ -238,8 +238,11 @@ func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	if q.Before.IsZero() {
 		anchor = c.now()
 	}
+	if !q.Until.IsZero() && q.Until.Before(anchor) {
+		anchor = q.Until
+	}
 	windows := logWindows
-	if q.EventID != "" || q.DeliveryID != "" {
+	if q.EventID != "" || q.DeliveryID != "" || q.WebhookID != "" {
 		windows = nil
 	}
 	for _, w := range windows {
@@ -302,6 +305,12 @@ func (c *Store) logSQL(q audit.Query) string {
 	if q.DeliveryID != "" {
 		fmt.Fprintf(&w, "\n  AND delivery_id = %s", quote(q.DeliveryID))
 	}
+	if q.WebhookID != "" {
+		fmt.Fprintf(&w, "\n  AND webhook_id = %s", quote(q.WebhookID))
+	}
+	if q.EventType != "" {
+		fmt.Fprintf(&w, "\n  AND event_type = %s", quote(q.EventType))
+	}
 	if len(q.Outcomes) > 0 {
 		os := make([]string, len(q.Outcomes))
 		for i, o := range q.Outcomes {
@@ -311,6 +320,9 @@ func (c *Store) logSQL(q audit.Query) string {
 	}
 	if !q.Since.IsZero() {
 		w.WriteString("\n  AND " + sinceCond(q.Since))
+	}
+	if !q.Until.IsZero() {
+		w.WriteString("\n  AND " + untilCond(q.Until))
 	}
 	if !q.Before.IsZero() {
 		s, ms := splitMs(q.Before.AttemptedAt.Truncate(time.Millisecond))

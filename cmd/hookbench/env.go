@@ -187,6 +187,7 @@ func (e *env) environ(more ...string) []string {
 		"HOOKRELAY_TOPIC_PREFIX="+e.prefix,
 		"HOOKRELAY_INSTANCE_ID=hookbench-"+e.name,
 		"HOOKRELAY_HTTP_ADDR="+e.httpAddr,
+		"HOOKRELAY_API_ADDR=127.0.0.1:0", // the api role's port: any free one
 		"HOOKRELAY_ALLOW_NETWORKS=127.0.0.0/8",
 		"HOOKRELAY_PARTITIONS="+strconv.Itoa(e.b.o.partitions),
 	)

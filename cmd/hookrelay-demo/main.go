@@ -317,6 +317,7 @@ func hookrelayEnv(o options, dsn, httpAddr string) []string {
 		"HOOKRELAY_TOPIC_PREFIX="+o.prefix,
 		"HOOKRELAY_ALLOW_NETWORKS=127.0.0.0/8",
 		"HOOKRELAY_HTTP_ADDR="+httpAddr,
+		"HOOKRELAY_API_ADDR=127.0.0.1:0", // the api role's port: any free one
 		"HOOKRELAY_RETRY_SCHEDULE=2s,5s,10s",
 		"HOOKRELAY_INSTANCE_ID=demo",
 	)

@@ -39,6 +39,7 @@ type config struct {
 	MinISR         int
 	InstanceID     string
 	HTTPAddr       string
+	APIAddr        string
 	AllowNetworks  []netip.Prefix
 	RetrySchedule  retrytiers.Schedule
 	QueueTTL       time.Duration
@@ -68,10 +69,11 @@ var settings = []setting{
 	{"min-insync-replicas", "HOOKRELAY_MIN_INSYNC_REPLICAS", "0", "min.insync.replicas of created topics (0: 2 with three or more brokers and a replication factor of 3 or more, else the broker default; -1: the broker default)"},
 	{"instance-id", "HOOKRELAY_INSTANCE_ID", "", "stable name of this process, unique among live ones (two processes on one host need their own); names its transactional producers and static group members (default: host name)"},
 	{"http-addr", "HOOKRELAY_HTTP_ADDR", "127.0.0.1:8080", "address of /metrics, /healthz, /readyz and /debug/pprof/ (keep it off public interfaces)"},
+	{"api-addr", "HOOKRELAY_API_ADDR", "127.0.0.1:8088", "address of the management API (role api; /v1, see docs/API.md)"},
 	{"allow-networks", "HOOKRELAY_ALLOW_NETWORKS", "", "CIDRs the SSRF guard lets through although not global, comma-separated (e.g. 127.0.0.0/8)"},
 	{"retry-schedule", "HOOKRELAY_RETRY_SCHEDULE", retrytiers.DefaultSchedule().String(), "delays after each failed attempt, comma-separated durations; attempts = delays + 1"},
 	{"queue-ttl", "HOOKRELAY_QUEUE_TTL", pipeline.DefaultQueueTTL.String(), "events older than this are not attempted (expired, to the DLQ)"},
-	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit", "stages this process runs, comma-separated: fanout, dispatch, retry, audit"},
+	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit,api", "stages this process runs, comma-separated: fanout, dispatch, retry, audit, api"},
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
@@ -183,6 +185,10 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 		// net.Listen("tcp", "") would listen on every interface.
 		return nil, bad("http-addr", errors.New("required: host:port, e.g. 127.0.0.1:8080"))
 	}
+	c.APIAddr = get("api-addr")
+	if strings.TrimSpace(c.APIAddr) == "" {
+		return nil, bad("api-addr", errors.New("required: host:port, e.g. 127.0.0.1:8088"))
+	}
 	if c.AllowNetworks, err = webhook.ParseAllowList(get("allow-networks")); err != nil {
 		return nil, bad("allow-networks", err)
 	}
@@ -195,11 +201,11 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	c.Roles = map[string]bool{}
 	for _, r := range strings.Split(get("roles"), ",") {
 		switch r = strings.TrimSpace(r); r {
-		case "fanout", "dispatch", "retry", "audit":
+		case "fanout", "dispatch", "retry", "audit", "api":
 			c.Roles[r] = true
 		case "":
 		default:
-			return nil, bad("roles", fmt.Errorf("unknown role %q (want fanout, dispatch, retry, audit)", r))
+			return nil, bad("roles", fmt.Errorf("unknown role %q (want fanout, dispatch, retry, audit, api)", r))
 		}
 	}
 	if len(c.Roles) == 0 {

@@ -228,6 +228,15 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		ready.sink = auditSink
 	}
 
+	// The api role: the management API (pipeline/api) on --api-addr.
+	if cfg.Roles["api"] {
+		closeAPI, err := startAPI(gctx, g, cfg, kopts, topics, view, store, log)
+		if err != nil {
+			return err
+		}
+		defer closeAPI()
+	}
+
 	// Stages that act on endpoints start once the view has caught up, so an
 	// endpoint acknowledged before an event was produced gets that event.
 	g.Go(func() error {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookrelay/hookrelay/audit/chstore"
+	"github.com/hookrelay/hookrelay/pipeline"
+	"github.com/hookrelay/hookrelay/pipeline/api"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+)
+
+// startAPI starts the api role in g: the API key and idempotency tables and
+// the management API's HTTP server on cfg.APIAddr, all stopped when gctx
+// ends. store is the audit store when the process already has one (audit
+// role), else startAPI opens its own (no I/O until a request needs it). The
+// returned func closes what startAPI opened; call it after g.Wait.
+func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.Opt, topics pipeline.Topics,
+	view *endpoints.View, store *chstore.Store, log *slog.Logger) (func(), error) {
+	closeStore := func() {}
+	if store == nil {
+		var err error
+		if store, err = chstore.Open(chstore.Options{DSN: cfg.ClickHouseDSN}); err != nil {
+			return nil, fmt.Errorf("invalid --clickhouse (HOOKRELAY_CLICKHOUSE): %w", err)
+		}
+		closeStore = func() { store.Close() }
+	}
+	keys := api.NewKeys(topics.APIKeys, kopts, log)
+	idem := api.NewIdempotency(topics.Idempotency, kopts, api.DefaultIdempotencyWindow, log)
+	recoveries := api.NewRecoveries(topics.Recoveries, kopts, log)
+	resender, err := api.NewResender(kopts, topics.DLQ, topics.Deliveries)
+	if err != nil {
+		closeStore()
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	closeAll := func() { resender.Close(); closeStore() }
+	srv, err := api.New(api.Options{
+		Endpoints:   endpoints.NewStore(view, endpoints.CheckAddresses(cfg.AllowNetworks)),
+		Keys:        keys,
+		Attempts:    store,
+		Idempotency: idem,
+		Resender:    resender,
+		Recoveries:  recoveries,
+		Logger:      log,
+	})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("invalid --api-addr (HOOKRELAY_API_ADDR): %w", err)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	g.Go(func() error { return keys.Run(gctx) })
+	g.Go(func() error { return idem.Run(gctx) })
+	g.Go(func() error { return recoveries.Run(gctx) })
+	g.Go(func() error {
+		if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("api server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return hs.Shutdown(sctx)
+	})
+	log.Info("hookrelay api listening", "addr", ln.Addr().String())
+	return closeAll, nil
+}
