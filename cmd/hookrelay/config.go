@@ -43,6 +43,7 @@ type config struct {
 	AllowNetworks  []netip.Prefix
 	RetrySchedule  retrytiers.Schedule
 	QueueTTL       time.Duration
+	SessionTimeout time.Duration
 	Roles          map[string]bool
 	MaxEventBytes  int
 	EndpointBuffer int
@@ -73,6 +74,7 @@ var settings = []setting{
 	{"allow-networks", "HOOKRELAY_ALLOW_NETWORKS", "", "CIDRs the SSRF guard lets through although not global, comma-separated (e.g. 127.0.0.0/8)"},
 	{"retry-schedule", "HOOKRELAY_RETRY_SCHEDULE", retrytiers.DefaultSchedule().String(), "delays after each failed attempt, comma-separated durations; attempts = delays + 1"},
 	{"queue-ttl", "HOOKRELAY_QUEUE_TTL", pipeline.DefaultQueueTTL.String(), "events older than this are not attempted (expired, to the DLQ)"},
+	{"group-session-timeout", "HOOKRELAY_GROUP_SESSION_TIMEOUT", defaultSessionTimeout.String(), "consumer-group session timeout: how long a dead instance keeps its partitions (a restart with the same instance ID within it keeps them without a rebalance); 6s..5m"},
 	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit,api", "stages this process runs, comma-separated: fanout, dispatch, retry, audit, api"},
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
@@ -198,6 +200,11 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	if c.QueueTTL, err = time.ParseDuration(get("queue-ttl")); err != nil || c.QueueTTL <= 0 {
 		return nil, bad("queue-ttl", fmt.Errorf("must be a positive duration, got %q", get("queue-ttl")))
 	}
+	// Kafka's broker defaults bound it: group.min.session.timeout.ms 6 s,
+	// group.max.session.timeout.ms 30 min; we keep it well inside.
+	if c.SessionTimeout, err = time.ParseDuration(get("group-session-timeout")); err != nil || c.SessionTimeout < 6*time.Second || c.SessionTimeout > 5*time.Minute {
+		return nil, bad("group-session-timeout", fmt.Errorf("must be a duration from 6s to 5m, got %q", get("group-session-timeout")))
+	}
 	c.Roles = map[string]bool{}
 	for _, r := range strings.Split(get("roles"), ",") {
 		switch r = strings.TrimSpace(r); r {
@@ -226,11 +233,24 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 }
 
 // kafkaOpts are the connection options every client shares.
+// defaultSessionTimeout is the consumer-group session timeout of every
+// hookrelay group: 10 s. A dead instance's partitions move to a survivor
+// after it (issue 10: within 15 s); a restart of the same instance (static
+// membership) rejoins well within it and keeps its partitions without a
+// rebalance. The cost of a shorter one: an instance that cannot heartbeat
+// for 10 s (a long stop-the-world pause, a network partition) loses its
+// partitions and rejoins with a rebalance.
+const defaultSessionTimeout = 10 * time.Second
+
 func (c *config) kafkaOpts() ([]kgo.Opt, error) {
 	// Fetch at most 16 MiB per request (franz-go's default is 50 MiB per
 	// client): fetched batches stay in memory while their records wait, and
 	// hookrelay runs several consumers.
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.FetchMaxBytes(16 << 20)}
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.FetchMaxBytes(16 << 20),
+		// Consumer groups: a dead instance's partitions move after the
+		// session timeout (franz-go's default is 45 s); heartbeats every
+		// tenth of it.
+		kgo.SessionTimeout(c.SessionTimeout), kgo.HeartbeatInterval(c.SessionTimeout / 10)}
 	if c.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.TLSCAFile != "" {
