@@ -184,7 +184,7 @@ func startReceiverSnippet(t *testing.T, s receiverSnippet, secret string) *runni
 	for i := range argv {
 		argv[i] = strings.ReplaceAll(argv[i], "{port}", port)
 	}
-	env := []string{"PORT=" + port, "WEBHOOK_SECRET=" + secret}
+	env := []string{"PORT=" + port, "WEBHOOK_SECRET=" + secret, "SEEN_DIR=" + t.TempDir()}
 	if s.env != nil {
 		env = append(env, s.env(t)...)
 	}

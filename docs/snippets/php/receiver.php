@@ -24,6 +24,14 @@ if (!verify($raw, getenv('WEBHOOK_SECRET'))) {
     return;
 }
 $event = json_decode($raw, true, 512, JSON_BIGINT_AS_STRING); // parse only after verifying
-// Deduplicate on $_SERVER['HTTP_WEBHOOK_ID'] with a unique key in your database.
-file_put_contents('php://stdout', "verified {$_SERVER['HTTP_WEBHOOK_ID']} {$event['type']}\n");
+// Deduplicate on webhook-id. Each PHP request is its own process, so the
+// "seen" set must live outside it: here an exclusive file create (atomic);
+// in production, a unique key in your database.
+$id = $_SERVER['HTTP_WEBHOOK_ID'];
+$seen = getenv('SEEN_DIR') ?: sys_get_temp_dir() . '/webhooks-seen';
+@mkdir($seen, 0700, true);
+if (preg_match('/^[A-Za-z0-9_-]{1,128}$/', $id) && ($f = @fopen("$seen/$id", 'x')) !== false) {
+    fclose($f);
+    file_put_contents('php://stdout', "verified $id {$event['type']}\n"); // hand the event to a queue here
+}
 http_response_code(204);
