@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/e2e/stack"
+	"github.com/hookrelay/hookrelay/pipeline/events"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 	"github.com/hookrelay/hookrelay/publish"
 )
@@ -602,5 +604,58 @@ func hostileOnce() behaviour {
 			return answer{Status: http.StatusInternalServerError}
 		}
 		return answer{Status: http.StatusOK}
+	}
+}
+
+// TestDebeziumOutboxRecipeForm checks the Debezium recipe of
+// docs/PRODUCING.md for form only (Kafka Connect, Debezium and PostgreSQL do
+// not run here): the connector configuration parses and maps each outbox
+// row to a structured-mode CloudEvent on the events topic, the value the
+// payload column's bytes unchanged.
+func TestDebeziumOutboxRecipeForm(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "snippets", "debezium", "outbox-connector.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		Name   string            `json:"name"`
+		Config map[string]string `json:"config"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("outbox-connector.json: %v", err)
+	}
+	want := map[string]string{
+		"transforms":             "outbox",
+		"transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+		"transforms.outbox.table.field.event.payload":         "payload",
+		"transforms.outbox.table.field.event.key":             "aggregate_id",
+		"transforms.outbox.table.expand.json.payload":         "false",
+		"transforms.outbox.table.fields.additional.placement": "content_type:header:content-type",
+		"transforms.outbox.route.topic.replacement":           "hookrelay.events",
+		"transforms.outbox.route.tombstone.on.empty.payload":  "false",
+		"value.converter":                      "org.apache.kafka.connect.converters.ByteArrayConverter",
+		"tombstones.on.delete":                 "false",
+		"producer.override.enable.idempotence": "true",
+		"producer.override.acks":               "all",
+	}
+	for k, v := range want {
+		if got := c.Config[k]; got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	sql, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "snippets", "debezium", "outbox.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"aggregate_type", "aggregate_id", "content_type", "payload", "application/cloudevents+json"} {
+		if !strings.Contains(string(sql), col) {
+			t.Errorf("outbox.sql lacks %s, which the connector maps", col)
+		}
+	}
+	// The example row's payload is an event fan-out accepts.
+	r := &kgo.Record{Key: []byte("in_1"), Value: []byte(`{"specversion":"1.0","id":"evt_7f3c","source":"/billing","type":"invoice.paid","time":"2026-01-02T03:04:05Z","datacontenttype":"application/json","data":{"invoice":"in_1"}}`),
+		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/cloudevents+json")}, {Key: "id", Value: []byte("5f0c…")}}}
+	if err := events.Check(r, 0); err != nil {
+		t.Errorf("the outbox row as Debezium produces it: %v", err)
 	}
 }
