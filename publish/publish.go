@@ -99,8 +99,8 @@ var ErrNotIdempotent = errors.New("publish: the client must be an idempotent pro
 
 // New returns a Publisher producing with cl. cl may also be transactional
 // (kgo.TransactionalID); then every Publish must happen between its
-// BeginTransaction and EndTransaction (else franz-go fails it with
-// kgo.ErrNotInTransaction). It fails with [ErrNotIdempotent] for an unsafe
+// BeginTransaction and EndTransaction (else franz-go refuses the record:
+// "cannot produce record transactionally if not in a transaction"). It fails with [ErrNotIdempotent] for an unsafe
 // producer and with an error naming the field for invalid options.
 func New(cl *kgo.Client, o Options) (*Publisher, error) {
 	if cl == nil {
