@@ -719,3 +719,40 @@ func TestDebeziumOutboxDelivered(t *testing.T) {
 		t.Errorf("events.invalid has records: %v", inv)
 	}
 }
+
+// TestPublishCLI: `hookrelay publish` (package publish underneath) delivers
+// in both modes and refuses, before producing, an event fan-out would send
+// to events.invalid.
+func TestPublishCLI(t *testing.T) {
+	h := newHarness(t, config{})
+	rc := newReceiver(t, "cli", always(http.StatusOK))
+	h.addEndpoint(endpoint{ID: "cli", URL: rc.URL, Secret: rc.Secret, Events: []string{"cli.*"}, Tenant: "acme"})
+	h.start("cli")
+	var want []string
+	for _, mode := range []string{"structured", "binary"} {
+		id := "evt_cli_" + mode
+		h.cli("publish", "--type", "cli.sent", "--source", "/cli", "--id", id, "--tenant", "acme", "--mode", mode, "--key", "k1",
+			"--data", `{"text":"Grüße <b>","big":123456789012345678901234567890}`)
+		want = append(want, webhook.WebhookID("/cli", id))
+	}
+	eventually(t, 60*time.Second, "both CLI events delivered and verified", func() (bool, string) {
+		got := map[string]bool{}
+		for _, r := range rc.Requests() {
+			got[r.WebhookID] = got[r.WebhookID] || r.VerifyErr == nil
+		}
+		return got[want[0]] && got[want[1]], fmt.Sprintf("%v", got)
+	})
+	big := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(big, []byte(`"`+strings.Repeat("x", 300<<10)+`"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+	defer cancel()
+	out, err := h.command(ctx, "publish", "--type", "cli.sent", "--data", "@"+big).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "too_large") {
+		t.Errorf("publish of a 300 KiB event: %v, %s; want a refusal naming too_large", err, out)
+	}
+	if inv := h.countByKey(h.topic("events.invalid")); len(inv) != 0 {
+		t.Errorf("events.invalid has records: %v", inv)
+	}
+}
