@@ -28,7 +28,8 @@ GOTEST_FLAGS ?= -p 2 -timeout 20m
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## deps: install what is missing: Debian packages, Kafka jars, Go modules, npm packages
+## deps: install what is missing: Debian packages, Kafka jars, Go modules, npm packages, and (a separate
+##       step, `deploy/local/deps.sh snippets`) the runtimes and packages of the docs/snippets receivers and producers
 deps:
 	$(STACK)/deps.sh
 

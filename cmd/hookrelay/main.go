@@ -79,9 +79,10 @@ func migrateCmd() *cobra.Command {
 func logCmd() *cobra.Command {
 	var endpoint, event string
 	var limit int
+	var follow bool
 	cmd := &cobra.Command{
 		Use:   "log",
-		Short: "Print an endpoint's delivery log from ClickHouse, newest first",
+		Short: "Print an endpoint's delivery log from ClickHouse, newest first; --follow streams new attempts from Kafka",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags())
 			if err != nil {
@@ -89,6 +90,11 @@ func logCmd() *cobra.Command {
 			}
 			if endpoint == "" {
 				return fmt.Errorf("--endpoint is required")
+			}
+			if follow {
+				ctx, stop := signalContext(cmd.Context())
+				defer stop()
+				return followLog(ctx, cfg, endpoint, event, os.Stdout, os.Stderr)
 			}
 			if limit < 1 || limit > audit.MaxLimit {
 				return fmt.Errorf("invalid --limit: must be 1 to %d, got %d", audit.MaxLimit, limit)
@@ -113,6 +119,7 @@ func logCmd() *cobra.Command {
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "endpoint ID (required)")
 	cmd.Flags().StringVar(&event, "event", "", "only this event ID")
 	cmd.Flags().IntVar(&limit, "limit", 100, "rows to print (at most 1000)")
-	addFlags(cmd.Flags(), "clickhouse")
+	cmd.Flags().BoolVar(&follow, "follow", false, "stream the endpoint's attempts as they are written (from the attempts topic, from now) until Ctrl-C")
+	addFlags(cmd.Flags(), "clickhouse", "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user", "kafka-sasl-password", "topic-prefix")
 	return cmd
 }

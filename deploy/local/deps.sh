@@ -7,7 +7,15 @@
 #          $STATE/kafka/libs
 #   go     the Go modules of go.mod (go mod download)
 #   npm    the packages of e2e/receiver (npm ci), when it has a package.json
-# Usage: deps.sh [apt|kafka|go|npm]...   (no argument: all of them)
+#   snippets  what the runnable snippets of docs/PRODUCING.md and
+#          docs/RECEIVING.md need (e2e/snippets_test.go runs them): Debian
+#          packages ruby, ruby-webrick, php-cli, kcat, postgresql; PyPI
+#          packages confluent-kafka and standardwebhooks into
+#          $REPO/.local/snippets/py; the jars of the Java producer and of
+#          Kafka Connect + Debezium (the outbox recipe) via Maven; the npm
+#          package standardwebhooks comes with the npm part, Java and Maven
+#          with the apt part
+# Usage: deps.sh [apt|kafka|go|npm|snippets]...   (no argument: all of them)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -70,10 +78,55 @@ deps_npm() {
 	(cd "$dir" && npm ci --no-audit --no-fund) || die "npm ci in $dir failed"
 }
 
-(($#)) || set -- apt kafka go npm
+# ---- snippets: runtimes and packages of docs/snippets (a separate step) ----
+# Pinned PyPI versions of the Python snippets; a change reinstalls.
+SNIPPETS_PY="confluent-kafka==2.16.1 standardwebhooks==1.1.0"
+
+deps_snippets() {
+	local missing=()
+	command -v ruby >/dev/null || missing+=(ruby)
+	ruby -e 'require "webrick"' 2>/dev/null || missing+=(ruby-webrick)
+	command -v php >/dev/null || missing+=(php-cli)
+	command -v kcat >/dev/null || missing+=(kcat)
+	command -v python3 >/dev/null || missing+=(python3 python3-pip)
+	command -v psql >/dev/null || missing+=(postgresql-client)
+	command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+	if ((${#missing[@]})); then
+		log "installing Debian packages for the doc snippets: ${missing[*]}"
+		local sudo=
+		((EUID == 0)) || sudo=sudo
+		$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" ||
+			die "apt-get install ${missing[*]} failed"
+	fi
+	local py="$REPO/.local/snippets/py" marker="$REPO/.local/snippets/py/.installed"
+	if [[ ! -f $marker || $(cat "$marker") != "$SNIPPETS_PY" ]]; then
+		log "installing PyPI packages for the doc snippets into $py: $SNIPPETS_PY"
+		rm -rf "$py"
+		# shellcheck disable=SC2086 # one word per package
+		python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$py" $SNIPPETS_PY ||
+			die "pip install $SNIPPETS_PY failed"
+		echo "$SNIPPETS_PY" >"$marker"
+	fi
+	command -v mvn >/dev/null || deps_apt
+	local dbz="$REPO/.local/snippets/debezium/libs" pom="$REPO/docs/snippets/debezium/pom.xml"
+	if [[ ! -f $dbz/.complete || $dbz/.complete -ot $pom ]]; then
+		log "fetching Kafka Connect and Debezium (docs/snippets/debezium/pom.xml) into $dbz"
+		mvn -B -q -ntp -f "$pom" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dbz" ||
+			die "Maven could not fetch $pom"
+		touch "$dbz/.complete"
+	fi
+	local jp="$REPO/docs/snippets/java/producer/pom.xml" jm="$REPO/.local/snippets/java-producer.fetched"
+	if [[ ! -f $jm || $jm -ot $jp ]]; then
+		log "fetching the Java producer's jars (docs/snippets/java/producer/pom.xml)"
+		mvn -B -q -ntp -f "$jp" dependency:go-offline >/dev/null || die "Maven could not fetch $jp"
+		touch "$jm"
+	fi
+}
+
+(($#)) || set -- apt kafka go npm snippets
 for part in "$@"; do
 	case $part in
-	apt | kafka | go | npm) "deps_$part" ;;
-	*) die "unknown part $part (want apt, kafka, go or npm)" ;;
+	apt | kafka | go | npm | snippets) "deps_$part" ;;
+	*) die "unknown part $part (want apt, kafka, go, npm or snippets)" ;;
 	esac
 done
