@@ -115,7 +115,8 @@ func (r *rig) launch(id string) (*relay, error) {
 		return nil, err
 	}
 	p.cmd = r.command(context.Background(), "run")
-	p.cmd.Env = append(p.cmd.Env, "HOOKRELAY_INSTANCE_ID="+id, "HOOKRELAY_HTTP_ADDR="+p.httpAddr)
+	p.cmd.Env = append(p.cmd.Env, "HOOKRELAY_INSTANCE_ID="+id, "HOOKRELAY_HTTP_ADDR="+p.httpAddr,
+		"HOOKRELAY_API_ADDR=127.0.0.1:0") // any free port: several instances run side by side
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
