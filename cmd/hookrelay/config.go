@@ -213,12 +213,15 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	return c, nil
 }
 
-// kafkaOpts are the connection options every client shares.
+// kafkaOpts are the connection options every client shares, without the
+// seed brokers: the stages take those as Brokers and these as
+// KafkaOptions (docs/ARCHITECTURE.md, "Stages"); a client of cmd/ itself
+// uses [config.clientOpts].
 func (c *config) kafkaOpts() ([]kgo.Opt, error) {
 	// Fetch at most 16 MiB per request (franz-go's default is 50 MiB per
 	// client): fetched batches stay in memory while their records wait, and
 	// hookrelay runs several consumers.
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.FetchMaxBytes(16 << 20)}
+	opts := []kgo.Opt{kgo.FetchMaxBytes(16 << 20)}
 	if c.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.TLSCAFile != "" {
@@ -243,4 +246,14 @@ func (c *config) kafkaOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsSha512Mechanism()))
 	}
 	return opts, nil
+}
+
+// clientOpts are the options of a client cmd/ creates itself: the seed
+// brokers, then [config.kafkaOpts].
+func (c *config) clientOpts() ([]kgo.Opt, error) {
+	opts, err := c.kafkaOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, opts...), nil
 }

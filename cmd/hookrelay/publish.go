@@ -70,7 +70,7 @@ func publishCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kopts, err := cfg.kafkaOpts()
+			kopts, err := cfg.clientOpts()
 			if err != nil {
 				return err
 			}
