@@ -83,6 +83,7 @@ func newSoloKafka(t *testing.T) *soloKafka {
 			"HOOKRELAY_CLICKHOUSE_HTTP_PORT=" + strconv.Itoa(port+3),
 			"HOOKRELAY_KAFKA_HEAP=512m",
 			"HOOKRELAY_KAFKA_NODES=1",
+			"HOOKRELAY_UP_TIMEOUT=240", // a hang guard: a busy shared machine starts a JVM slowly
 		},
 	}
 	t.Cleanup(func() {

@@ -127,17 +127,18 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Fanout{o: o, m: newMetrics(o.Meter)}, nil
+	f := &Fanout{o: o}
+	if err := kgo.ValidateOpts(f.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("pipeline: FanoutOptions.KafkaOptions: %w", err)
+	}
+	f.m = newMetrics(o.Meter)
+	return f, nil
 }
 
-// Run fans out until ctx ends. The caller starts it only once the endpoints
-// view has caught up, so an endpoint written before an event always gets it.
-// It returns nil when ctx ends, or the error that stopped it: the session
-// is then unusable (a transaction could not be ended, e.g. the brokers were
-// unreachable past franz-go's retries) and closed; running it again starts
-// a new one, whose transactional ID fences what this one left open.
-func (f *Fanout) Run(ctx context.Context) error {
-	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
+// clientOpts are the options of Run's session: fan-out's own, then
+// KafkaOptions.
+func (f *Fanout) clientOpts() []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(f.o.Brokers...),
 		kgo.ConsumerGroup(f.o.Group),
 		kgo.ConsumeTopics(f.o.Topics.Events),
@@ -148,7 +149,17 @@ func (f *Fanout) Run(ctx context.Context) error {
 		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.FetchMaxWait(250 * time.Millisecond),
-	}, f.o.KafkaOptions...)...)
+	}, f.o.KafkaOptions...)
+}
+
+// Run fans out until ctx ends. The caller starts it only once the endpoints
+// view has caught up, so an endpoint written before an event always gets it.
+// It returns nil when ctx ends, or the error that stopped it: the session
+// is then unusable (a transaction could not be ended, e.g. the brokers were
+// unreachable past franz-go's retries) and closed; running it again starts
+// a new one, whose transactional ID fences what this one left open.
+func (f *Fanout) Run(ctx context.Context) error {
+	sess, err := kgo.NewGroupTransactSession(f.clientOpts()...)
 	if err != nil {
 		return Fatal(fmt.Errorf("pipeline: fan-out client: %w", err))
 	}

@@ -226,6 +226,9 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
+	if err := kgo.ValidateOpts(r.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("pipeline: RelayOptions.KafkaOptions: %w", err)
+	}
 	meter := o.Meter
 	if meter == nil {
 		meter = noop.NewMeterProvider().Meter("hookrelay")
@@ -265,22 +268,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 // returned (not concurrently), e.g. by [Supervise]; it owns the only
 // goroutine that polls, produces and ends transactions.
 func (r *Relay) Run(ctx context.Context) error {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(r.o.Brokers...)}, r.o.KafkaOptions...)
-	opts = append(opts,
-		kgo.ConsumerGroup(r.o.Group),
-		kgo.ConsumeTopics(r.o.Tiers.Topics()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.TransactionalID(r.o.TransactionalID),
-		kgo.TransactionTimeout(r.o.TransactionTimeout),
-		offsetsAfterAddOffsets(),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(r.o.FetchMaxWait),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onPartitions),
-		kgo.OnPartitionsRevoked(r.onPartitions),
-		kgo.OnPartitionsLost(r.onPartitions),
-	)
-	sess, err := kgo.NewGroupTransactSession(opts...)
+	sess, err := kgo.NewGroupTransactSession(r.clientOpts()...)
 	if err != nil {
 		return Fatal(fmt.Errorf("pipeline: relay client: %w", err))
 	}
@@ -338,6 +326,26 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// clientOpts are the options of Run's session: the seeds, KafkaOptions, then
+// the relay's own.
+func (r *Relay) clientOpts() []kgo.Opt {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(r.o.Brokers...)}, r.o.KafkaOptions...)
+	return append(opts,
+		kgo.ConsumerGroup(r.o.Group),
+		kgo.ConsumeTopics(r.o.Tiers.Topics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.TransactionalID(r.o.TransactionalID),
+		kgo.TransactionTimeout(r.o.TransactionTimeout),
+		offsetsAfterAddOffsets(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(r.o.FetchMaxWait),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.onPartitions),
+		kgo.OnPartitionsRevoked(r.onPartitions),
+		kgo.OnPartitionsLost(r.onPartitions),
+	)
 }
 
 // pollContext returns the context of the next poll: done at the earliest

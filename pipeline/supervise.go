@@ -171,7 +171,7 @@ func Supervise(ctx context.Context, stage string, run func(context.Context) erro
 		o.State.set(fmt.Errorf("restarting in %v: %w", wait, err))
 		o.State.restarts.Add(1)
 		restarts.Add(ctx, 1, attrs)
-		o.Logger.Warn(stage+": stopped; restarting", "err", err, "backoff", wait, "restarts", o.State.restarts.Load())
+		o.Logger.Warn(stage+": stopped; restarting", "err", err, "backoff", wait.String(), "restarts", o.State.restarts.Load())
 		if !o.sleep(ctx, wait) {
 			o.State.set(errors.New("stopped"))
 			return nil

@@ -405,7 +405,7 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics,
 			return fmt.Errorf("topics: %w", err)
 		}
 		ready.setKafka(fmt.Errorf("topics not set up yet (try %d, next in %v): %w", try, wait, err))
-		log.Warn("kafka: topics not set up; retrying", "err", err, "try", try, "backoff", wait)
+		log.Warn("kafka: topics not set up; retrying", "err", err, "try", try, "backoff", wait.String())
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
