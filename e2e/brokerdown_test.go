@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/e2e/stack"
 )
 
 // envKafkaLibs names the folder of the Kafka jars. Default: kafka/libs of
@@ -40,6 +42,7 @@ type soloKafka struct {
 // test ends.
 func newSoloKafka(t *testing.T) *soloKafka {
 	t.Helper()
+	stack.Brokers(t) // under -short without a stack: skip, like every e2e test
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
