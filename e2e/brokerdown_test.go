@@ -240,7 +240,9 @@ func TestStartWhileBrokerDown(t *testing.T) {
 	t.Logf("e2e: /readyz while the broker is down:\n%s", body)
 
 	k.start()
+	up := time.Now()
 	p.waitReady(readyTimeout)
+	t.Logf("e2e: hookrelay ready %v after its broker came up", time.Since(up).Round(time.Millisecond))
 	rc := newReceiver(t, "down-rc", always(http.StatusOK))
 	h.addEndpoint(endpoint{ID: "down-rc", URL: rc.URL, Secret: rc.Secret, Events: []string{"recovery.*"}})
 	var evs []cloudEvent
@@ -288,8 +290,14 @@ func TestBrokerRestartWhileDeliveriesFlow(t *testing.T) {
 		t.Errorf("/healthz while the broker is down: %d %q, want 200", code, body)
 	}
 	k.start()
+	up := time.Now()
 
 	base := rc.Count()
+	eventually(t, 120*time.Second, "deliveries flowing after the broker restart", func() (bool, string) {
+		p.alive("after its broker restarted")
+		return rc.Count() > base, "none yet"
+	})
+	t.Logf("e2e: deliveries resumed %v after the broker was up again", time.Since(up).Round(time.Millisecond))
 	eventually(t, 120*time.Second, "deliveries flowing after the broker restart", func() (bool, string) {
 		p.alive("after its broker restarted")
 		return rc.Count() >= base+100, fmt.Sprintf("%d new requests", rc.Count()-base)
