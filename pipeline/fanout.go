@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -52,8 +51,13 @@ type Syncer interface {
 
 // FanoutOptions configures a [Fanout].
 type FanoutOptions struct {
-	// ClientOpts are the franz-go options for brokers, TLS and SASL. Required.
-	ClientOpts []kgo.Opt
+	// Brokers are the Kafka seed brokers, "host:port". Required.
+	Brokers []string
+	// KafkaOptions are extra franz-go client options: TLS, SASL, client
+	// ID, static member ID (kgo.InstanceID). Optional. They are applied
+	// after fan-out's own, so they must not change what fan-out relies on
+	// (consumer group, transactional ID, read_committed).
+	KafkaOptions []kgo.Opt
 	// Topics names every topic. Required.
 	Topics Topics
 	// Group is the fan-out consumer group. Optional. Default "hookrelay-fanout".
@@ -84,18 +88,22 @@ type FanoutOptions struct {
 // in one Kafka transaction, so a crash neither loses nor forks a delivery;
 // a record that is not a valid CloudEvent goes to events.invalid with its
 // reason in the same transaction.
+//
+// A Fanout is a stage (docs/ARCHITECTURE.md, "Stages"): [NewFanout] only
+// validates; each [Fanout.Run] creates its own Kafka session and closes it
+// before it returns, so Run may be called again after it returned (not
+// concurrently), e.g. by [Supervise].
 type Fanout struct {
-	o      FanoutOptions
-	m      *metrics
-	sess   *kgo.GroupTransactSession
-	aborts int // transactions aborted in a row; Run's goroutine only
+	o FanoutOptions
+	m *metrics
 }
 
-// NewFanout validates o and connects.
+// NewFanout validates o (errors name the field) and fills in the
+// defaults. It does not connect.
 func NewFanout(o FanoutOptions) (*Fanout, error) {
 	switch {
-	case len(o.ClientOpts) == 0:
-		return nil, errors.New("pipeline: FanoutOptions.ClientOpts is required")
+	case len(o.Brokers) == 0:
+		return nil, errors.New("pipeline: FanoutOptions.Brokers is required")
 	case o.Topics.Events == "":
 		return nil, errors.New("pipeline: FanoutOptions.Topics is required")
 	case o.TransactionalID == "":
@@ -119,34 +127,49 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	opts := append([]kgo.Opt{
-		kgo.ConsumerGroup(o.Group),
-		kgo.ConsumeTopics(o.Topics.Events),
-		kgo.TransactionalID(o.TransactionalID),
-		kgo.TransactionTimeout(o.TransactionTimeout),
+	f := &Fanout{o: o}
+	if err := kgo.ValidateOpts(f.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("pipeline: FanoutOptions.KafkaOptions: %w", err)
+	}
+	f.m = newMetrics(o.Meter)
+	return f, nil
+}
+
+// clientOpts are the options of Run's session: fan-out's own, then
+// KafkaOptions.
+func (f *Fanout) clientOpts() []kgo.Opt {
+	return append([]kgo.Opt{
+		kgo.SeedBrokers(f.o.Brokers...),
+		kgo.ConsumerGroup(f.o.Group),
+		kgo.ConsumeTopics(f.o.Topics.Events),
+		kgo.TransactionalID(f.o.TransactionalID),
+		kgo.TransactionTimeout(f.o.TransactionTimeout),
 		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.FetchMaxWait(250 * time.Millisecond),
-	}, o.ClientOpts...)
-	sess, err := kgo.NewGroupTransactSession(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: fan-out client: %w", err)
-	}
-	return &Fanout{o: o, m: newMetrics(o.Meter), sess: sess}, nil
+	}, f.o.KafkaOptions...)
 }
 
 // Run fans out until ctx ends. The caller starts it only once the endpoints
 // view has caught up, so an endpoint written before an event always gets it.
-// It returns nil when ctx ends, or the error that stopped it.
+// It returns nil when ctx ends, or the error that stopped it: the session
+// is then unusable (a transaction could not be ended, e.g. the brokers were
+// unreachable past franz-go's retries) and closed; running it again starts
+// a new one, whose transactional ID fences what this one left open.
 func (f *Fanout) Run(ctx context.Context) error {
-	defer f.sess.Close()
-	if err := Fence(ctx, f.sess.Client()); err != nil && ctx.Err() == nil {
+	sess, err := kgo.NewGroupTransactSession(f.clientOpts()...)
+	if err != nil {
+		return Fatal(fmt.Errorf("pipeline: fan-out client: %w", err))
+	}
+	defer sess.Close()
+	txn := &transactor{sess: sess, stage: "fanout", timeout: 2 * f.o.TransactionTimeout, log: f.o.Logger, aborts: f.m.txnAborts}
+	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
 		f.o.Logger.Warn("fanout: not fenced at start; fenced at the first transaction instead", "err", err)
 	}
 	for {
-		fs := f.sess.PollRecords(ctx, 2000)
+		fs := sess.PollRecords(ctx, 2000)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
@@ -178,53 +201,20 @@ func (f *Fanout) Run(ctx context.Context) error {
 		}
 		var out []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) { out = f.expand(ctx, r, out) })
-		if err := f.commit(ctx, out); err != nil {
+		res, err := txn.transact(ctx, out, nil)
+		if err != nil {
 			return err
 		}
-	}
-}
-
-// commit produces out and commits the polled offsets in one transaction.
-// An aborted transaction rewinds the client, so the same records are
-// expanded again on the next poll.
-func (f *Fanout) commit(ctx context.Context, out []*kgo.Record) error {
-	if err := f.sess.Begin(); err != nil {
-		return fmt.Errorf("pipeline: fan-out begin transaction: %w", err)
-	}
-	// A record franz-go refuses (e.g. too large) fails its promise without
-	// failing the transaction: any produce error must abort it, or the
-	// event's offset would commit without its records.
-	var produceErr atomic.Value
-	for _, r := range out {
-		f.sess.Produce(ctx, r, func(r *kgo.Record, err error) {
-			if err != nil && produceErr.CompareAndSwap(nil, err) {
-				f.o.Logger.Warn("fanout: produce failed; aborting the transaction", "topic", r.Topic, "err", err)
+		if !res.Committed {
+			// The session rewound to the committed offsets: the same
+			// events are read and expanded again after the back-off, so a
+			// record that cannot be produced costs a slow, visible loop.
+			// Fan-out pauses no partition, so there is nothing to resume.
+			if !sleepCtx(ctx, txn.backoff()) {
+				return nil
 			}
-		})
-	}
-	try := kgo.TryCommit
-	if err := f.sess.Client().Flush(ctx); err != nil || produceErr.Load() != nil {
-		try = kgo.TryAbort
-	}
-	committed, err := f.sess.End(ctx, try)
-	if err != nil {
-		return fmt.Errorf("pipeline: fan-out end transaction: %w", err)
-	}
-	if !committed {
-		f.aborts++
-		f.m.txnAborts.Add(ctx, 1, metric.WithAttributes(attrStage("fanout")))
-		f.o.Logger.Warn("fanout: transaction aborted; its events are read again", "records", len(out), "aborts_in_a_row", f.aborts)
-		// Back off before reading them again, so a record that cannot be
-		// produced costs a slow retry loop (visible in the log and the
-		// aborts metric), not a hot one.
-		select {
-		case <-ctx.Done():
-		case <-time.After(min(100*time.Millisecond<<min(f.aborts, 6), 5*time.Second)):
 		}
-		return nil
 	}
-	f.aborts = 0
-	return nil
 }
 
 // expand appends the records one event produces: a delivery per matching

@@ -46,7 +46,8 @@ func TestFanout(t *testing.T) {
 	ten.TenantID = "acme"
 
 	f, err := NewFanout(FanoutOptions{
-		ClientOpts:      []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Brokers:         c.ListenAddrs(),
+		KafkaOptions:    []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 		Topics:          topics,
 		TransactionalID: "f.fanout-test",
 		Endpoints:       fakeMatcher{a, b, ten},

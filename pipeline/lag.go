@@ -31,7 +31,7 @@ type LagOptions struct {
 	Interval time.Duration
 	// Meter registers hookrelay.consumer.lag. Required.
 	Meter metric.Meter
-	// Logger gets read failures (warn); nil discards them.
+	// Logger gets read failures (warn). Optional. Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -72,7 +72,7 @@ func NewLagCollector(o LagOptions) (*LagCollector, error) {
 		o.Interval = DefaultLagInterval
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	c := &LagCollector{o: o, lags: map[string]kadm.GroupTopicsLag{}}
 	g, err := o.Meter.Int64ObservableGauge("hookrelay.consumer.lag", metric.WithUnit("{record}"),

@@ -43,14 +43,16 @@ const (
 // RelayOptions configures a [Relay]. The composition root (cmd/) fills it;
 // the relay reads no flags or environment.
 type RelayOptions struct {
-	// Kgo holds the client options of the deployment: seed brokers, TLS,
-	// SASL, client ID, logger, session timeout. Required: at least
-	// kgo.SeedBrokers. The relay appends its own options after these, so
-	// the following are always the relay's: ConsumerGroup, ConsumeTopics,
-	// TransactionalID, TransactionTimeout, FetchIsolationLevel
-	// (read_committed), FetchMaxWait, ConsumeResetOffset (start),
-	// BlockRebalanceOnPoll and the partition callbacks.
-	Kgo []kgo.Opt
+	// Brokers are the Kafka seed brokers, "host:port". Required.
+	Brokers []string
+	// KafkaOptions are extra franz-go client options of the deployment:
+	// TLS, SASL, client ID, static member ID, session timeout. Optional.
+	// The relay appends its own options after these, so the following are
+	// always the relay's: ConsumerGroup, ConsumeTopics, TransactionalID,
+	// TransactionTimeout, FetchIsolationLevel (read_committed),
+	// FetchMaxWait, ConsumeResetOffset (start), BlockRebalanceOnPoll and
+	// the partition callbacks.
+	KafkaOptions []kgo.Opt
 	// Group is the consumer group shared by every relay instance, e.g.
 	// "hookrelay.retry-relay". Required.
 	Group string
@@ -82,7 +84,7 @@ type RelayOptions struct {
 	Prefetch time.Duration
 	// Meter receives the relay's metrics. Optional; nil means no metrics.
 	Meter metric.Meter
-	// Logger receives the relay's logs. Optional; nil discards them.
+	// Logger receives the relay's logs. Optional. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the relay's clock: it is compared with record append times and
 	// stamps the records the relay produces (as CreateTime; tier topics
@@ -179,12 +181,12 @@ type relayMetrics struct {
 	aborts   metric.Int64Counter
 }
 
-// NewRelay validates o and returns a relay; it does not connect. Errors name
-// the offending field.
+// NewRelay validates o and returns a relay; it does not connect and starts
+// nothing. Errors name the offending field.
 func NewRelay(o RelayOptions) (*Relay, error) {
 	switch {
-	case len(o.Kgo) == 0:
-		return nil, errors.New("pipeline: RelayOptions.Kgo is empty (seed brokers are required)")
+	case len(o.Brokers) == 0:
+		return nil, errors.New("pipeline: RelayOptions.Brokers is required")
 	case o.Group == "":
 		return nil, errors.New("pipeline: RelayOptions.Group is required")
 	case o.TransactionalID == "":
@@ -219,10 +221,13 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	}
 	r := &Relay{o: o, log: o.Logger, now: o.Now}
 	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+		r.log = slog.Default()
 	}
 	if r.now == nil {
 		r.now = time.Now
+	}
+	if err := kgo.ValidateOpts(r.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("pipeline: RelayOptions.KafkaOptions: %w", err)
 	}
 	meter := o.Meter
 	if meter == nil {
@@ -258,30 +263,20 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 // returns an error when the client cannot be created or a transaction
 // cannot be ended (franz-go reports no retryable error there); the caller
 // may then run a new Relay with the same options, whose transactional ID
-// fences whatever the failed one left open. Run may be called once per
-// Relay; it owns the only goroutine that polls, produces and ends
-// transactions.
+// fences whatever the failed one left open. Each Run creates its own session
+// and closes it before it returns, so Run may be called again after it
+// returned (not concurrently), e.g. by [Supervise]; it owns the only
+// goroutine that polls, produces and ends transactions.
 func (r *Relay) Run(ctx context.Context) error {
-	opts := append([]kgo.Opt(nil), r.o.Kgo...)
-	opts = append(opts,
-		kgo.ConsumerGroup(r.o.Group),
-		kgo.ConsumeTopics(r.o.Tiers.Topics()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.TransactionalID(r.o.TransactionalID),
-		kgo.TransactionTimeout(r.o.TransactionTimeout),
-		offsetsAfterAddOffsets(),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(r.o.FetchMaxWait),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onPartitions),
-		kgo.OnPartitionsRevoked(r.onPartitions),
-		kgo.OnPartitionsLost(r.onPartitions),
-	)
-	sess, err := kgo.NewGroupTransactSession(opts...)
+	sess, err := kgo.NewGroupTransactSession(r.clientOpts()...)
 	if err != nil {
-		return fmt.Errorf("pipeline: relay client: %w", err)
+		return Fatal(fmt.Errorf("pipeline: relay client: %w", err))
 	}
 	defer sess.Close()
+	// Partition changes of a previous run's session are void.
+	r.mu.Lock()
+	r.events, r.kicked = nil, false
+	r.mu.Unlock()
 	// Fence a predecessor's open transaction now, not at the first produce.
 	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
 		r.log.Warn("retry relay: not fenced at start; fenced at the first transaction instead", "err", err)
@@ -331,6 +326,26 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// clientOpts are the options of Run's session: the seeds, KafkaOptions, then
+// the relay's own.
+func (r *Relay) clientOpts() []kgo.Opt {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(r.o.Brokers...)}, r.o.KafkaOptions...)
+	return append(opts,
+		kgo.ConsumerGroup(r.o.Group),
+		kgo.ConsumeTopics(r.o.Tiers.Topics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.TransactionalID(r.o.TransactionalID),
+		kgo.TransactionTimeout(r.o.TransactionTimeout),
+		offsetsAfterAddOffsets(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(r.o.FetchMaxWait),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(r.onPartitions),
+		kgo.OnPartitionsRevoked(r.onPartitions),
+		kgo.OnPartitionsLost(r.onPartitions),
+	)
 }
 
 // pollContext returns the context of the next poll: done at the earliest

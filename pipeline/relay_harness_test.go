@@ -117,7 +117,8 @@ func (e *relayEnv) produce(rs ...*kgo.Record) {
 // options returns relay options for instance id.
 func (e *relayEnv) options(id string) RelayOptions {
 	return RelayOptions{
-		Kgo:             append([]kgo.Opt{kgo.SeedBrokers(e.seeds...)}, e.extra...),
+		Brokers:         e.seeds,
+		KafkaOptions:    e.extra,
 		Group:           e.group,
 		TransactionalID: e.prefix + "relay-" + id,
 		Tiers:           e.tiers,

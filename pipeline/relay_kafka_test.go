@@ -110,7 +110,8 @@ func TestRelayChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := NewRelay(RelayOptions{
-		Kgo:             []kgo.Opt{kgo.SeedBrokers(c.Seeds...), kgo.SessionTimeout(6 * time.Second)},
+		Brokers:         c.Seeds,
+		KafkaOptions:    []kgo.Opt{kgo.SessionTimeout(6 * time.Second)},
 		Group:           c.Prefix + "retry-relay",
 		TransactionalID: c.Prefix + "relay-" + c.ID,
 		Tiers:           tiers,

@@ -25,7 +25,7 @@ func TestNewRelayValidates(t *testing.T) {
 	}
 	good := func() RelayOptions {
 		return RelayOptions{
-			Kgo: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Group: "g", TransactionalID: "x",
+			Brokers: []string{"127.0.0.1:1"}, Group: "g", TransactionalID: "x",
 			Tiers: tiers, TargetTopic: "p.deliveries", DLQTopic: "p.dlq",
 		}
 	}
@@ -36,7 +36,7 @@ func TestNewRelayValidates(t *testing.T) {
 		mod     func(*RelayOptions)
 		wantErr string
 	}{
-		{func(o *RelayOptions) { o.Kgo = nil }, "RelayOptions.Kgo"},
+		{func(o *RelayOptions) { o.Brokers = nil }, "RelayOptions.Brokers"},
 		{func(o *RelayOptions) { o.Group = "" }, "RelayOptions.Group"},
 		{func(o *RelayOptions) { o.TransactionalID = "" }, "RelayOptions.TransactionalID"},
 		{func(o *RelayOptions) { o.TargetTopic = "" }, "RelayOptions.TargetTopic"},

@@ -508,10 +508,10 @@ func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
 // (value plus reason headers) is over the producer's 1,000,012-byte batch
 // limit and silently vanishes.
 func TestReviewFanoutLosesRecordItCannotProduce(t *testing.T) {
-	_, seeds, topics, _ := reviewCluster(t, "fl.", 1)
+	c, seeds, topics, _ := reviewCluster(t, "fl.", 1)
 	f, err := NewFanout(FanoutOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "fl.fanout", TransactionalID: "fl.fanout-test", Endpoints: fakeMatcher{},
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "fl.fanout", TransactionalID: "fl.fanout-test", Endpoints: fakeMatcher{},
 	})
 	if err != nil {
 		t.Fatal(err)

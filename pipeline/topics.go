@@ -109,6 +109,13 @@ func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l Top
 // replication settings are resolved by [ReplicationFor] for the number of
 // brokers in the cluster's metadata; existing topics are left as they are.
 //
+// Errors that no retry can cure are marked [Fatal]: a deliveries topic with
+// another partition count, and a creation the broker refuses with a code
+// that is not retriable (an invalid config, a policy violation, no
+// authorisation). Anything else, e.g. an unreachable cluster ("unable to
+// dial"), is not: the caller waits and calls again (cmd/hookrelay does,
+// with capped back-off).
+//
 // Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
 // events.invalid 30 days; endpoints and endpoint-status are compacted.
 // apikeys and recoveries are compacted; idempotency is compacted and deleted after 24 h
@@ -166,7 +173,11 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 			err = resp.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			errs = append(errs, fmt.Errorf("create topic %s: %w", s.name, err))
+			err = fmt.Errorf("create topic %s: %w", s.name, err)
+			if refusedForGood(err) {
+				err = Fatal(err)
+			}
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
@@ -181,7 +192,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		}
 		if td, ok := md[t.Deliveries]; ok && td.Err == nil && len(td.Partitions) > 0 {
 			if n := int32(len(td.Partitions)); n != l.Partitions {
-				return fmt.Errorf("topic %s has %d partitions but %d are configured: changing it would move endpoints between partitions; set the partition count to %d", t.Deliveries, n, l.Partitions, n)
+				return Fatal(fmt.Errorf("topic %s has %d partitions but %d are configured: changing it would move endpoints between partitions; set the partition count to %d", t.Deliveries, n, l.Partitions, n))
 			}
 			break
 		}
@@ -192,4 +203,13 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		}
 	}
 	return nil
+}
+
+// refusedForGood reports whether err carries a Kafka error code that no
+// retry cures. INVALID_REPLICATION_FACTOR is not one: with an explicit
+// replication factor it means "fewer brokers are up than that", which a
+// broker's return cures.
+func refusedForGood(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && !ke.Retriable && !errors.Is(err, kerr.InvalidReplicationFactor)
 }

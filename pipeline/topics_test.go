@@ -104,3 +104,37 @@ func TestEnsureTopicsReplicationByClusterSize(t *testing.T) {
 		})
 	}
 }
+
+// TestEnsureTopicsFatalOrRetry: a deliveries topic with another partition
+// count is a fatal config error; an unreachable cluster is not (the caller
+// waits it out).
+func TestEnsureTopicsFatalOrRetry(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "f.deliveries"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = EnsureTopics(ctx, kadm.NewClient(cl), NewTopics("f."), TopicLayout{Partitions: 4})
+	if err == nil || !IsFatal(err) {
+		t.Fatalf("EnsureTopics with 3 deliveries partitions, 4 configured = %v; want a Fatal error", err)
+	}
+
+	down, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	err = EnsureTopics(dctx, kadm.NewClient(down), NewTopics("f."), TopicLayout{Partitions: 4})
+	if err == nil || IsFatal(err) {
+		t.Fatalf("EnsureTopics on an unreachable cluster = %v; want a non-fatal error", err)
+	}
+}

@@ -62,6 +62,8 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	// The tables wait out Kafka trouble themselves (they retry until ctx
+	// ends), so they need no supervisor.
 	g.Go(func() error { return keys.Run(gctx) })
 	g.Go(func() error { return idem.Run(gctx) })
 	g.Go(func() error { return recoveries.Run(gctx) })

@@ -232,7 +232,6 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	return c, nil
 }
 
-// kafkaOpts are the connection options every client shares.
 // defaultSessionTimeout is the consumer-group session timeout of every
 // hookrelay group: 10 s. A dead instance's partitions move to a survivor
 // after it (issue 10: within 15 s); a restart of the same instance (static
@@ -242,11 +241,15 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 // partitions and rejoins with a rebalance.
 const defaultSessionTimeout = 10 * time.Second
 
+// kafkaOpts are the connection options every client shares, without the
+// seed brokers: the stages take those as Brokers and these as
+// KafkaOptions (docs/ARCHITECTURE.md, "Stages"); a client of cmd/ itself
+// uses [config.clientOpts].
 func (c *config) kafkaOpts() ([]kgo.Opt, error) {
 	// Fetch at most 16 MiB per request (franz-go's default is 50 MiB per
 	// client): fetched batches stay in memory while their records wait, and
 	// hookrelay runs several consumers.
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.FetchMaxBytes(16 << 20),
+	opts := []kgo.Opt{kgo.FetchMaxBytes(16 << 20),
 		// Consumer groups: a dead instance's partitions move after the
 		// session timeout (franz-go's default is 45 s); heartbeats every
 		// tenth of it.
@@ -275,4 +278,14 @@ func (c *config) kafkaOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: c.SASLUser, Pass: c.SASLPassword}.AsSha512Mechanism()))
 	}
 	return opts, nil
+}
+
+// clientOpts are the options of a client cmd/ creates itself: the seed
+// brokers, then [config.kafkaOpts].
+func (c *config) clientOpts() ([]kgo.Opt, error) {
+	opts, err := c.kafkaOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, opts...), nil
 }

@@ -435,10 +435,14 @@ func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *end
 	if err != nil {
 		return err
 	}
+	copts, err := cfg.clientOpts()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 60*time.Second)
 	defer cancel()
 	topics := pipeline.NewTopics(cfg.TopicPrefix)
-	admin, err := kgo.NewClient(kopts...)
+	admin, err := kgo.NewClient(copts...)
 	if err != nil {
 		return err
 	}
@@ -459,7 +463,7 @@ func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *end
 			return fmt.Errorf("topics: %w", err)
 		}
 	}
-	view, err := endpoints.NewView(endpoints.Config{ClientOpts: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus})
+	view, err := endpoints.NewView(endpoints.Config{Brokers: cfg.Brokers, KafkaOptions: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus})
 	if err != nil {
 		return err
 	}

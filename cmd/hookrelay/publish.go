@@ -64,7 +64,7 @@ func publishCmd() *cobra.Command {
 				ev.SetID(id)
 			}
 			publish.SetTenant(&ev, tenant)
-			kopts, err := cfg.kafkaOpts()
+			kopts, err := cfg.clientOpts()
 			if err != nil {
 				return err
 			}

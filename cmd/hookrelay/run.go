@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -54,9 +55,18 @@ func runCmd() *cobra.Command {
 }
 
 // run starts every stage of cfg.Roles and owns their goroutines: it returns
-// when ctx ends (after each stage has shut down) or when a stage fails.
+// when ctx ends (after each stage has shut down) or on a fatal error (invalid
+// config, a topic with the wrong partition count). Broker trouble is not
+// fatal: topic set-up at start is retried with capped back-off while the
+// cluster cannot be reached, and a stage whose Kafka session becomes
+// unusable is restarted by pipeline.Supervise; meanwhile /readyz says why it
+// is not ready and /healthz stays ok.
 func run(ctx context.Context, cfg *config, log *slog.Logger) error {
-	kopts, err := cfg.kafkaOpts()
+	kopts, err := cfg.kafkaOpts() // TLS, SASL: every stage's KafkaOptions; the seeds are cfg.Brokers
+	if err != nil {
+		return err
+	}
+	copts, err := cfg.clientOpts()
 	if err != nil {
 		return err
 	}
@@ -64,6 +74,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	policy, err := pipeline.NewRetryPolicy(cfg.RetrySchedule, topics, cfg.QueueTTL)
 	if err != nil {
 		return fmt.Errorf("invalid --retry-schedule (HOOKRELAY_RETRY_SCHEDULE): %w", err)
+	}
+	// withID is kopts plus the static group member ID of one stage.
+	withID := func(stage string) []kgo.Opt {
+		return append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+stage+"-"+cfg.InstanceID))
 	}
 
 	// Metrics: OpenTelemetry, exported in the Prometheus format.
@@ -80,19 +94,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	defer stopTracing()
 
-	admin, err := kgo.NewClient(kopts...)
+	// Clients do no I/O until used: nothing below needs the cluster.
+	admin, err := kgo.NewClient(copts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer admin.Close()
-	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := pipeline.EnsureTopics(setupCtx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
-		Partitions: cfg.Partitions, ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
-		TierTopics: policy.Tiers().Topics(),
-	}); err != nil {
-		return fmt.Errorf("topics: %w", err)
-	}
 
 	// Each role depends only on the services it uses: fan-out, dispatch and
 	// retry on Kafka; the audit sink on Kafka and ClickHouse (a future api
@@ -110,7 +117,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 
 	view, err := endpoints.NewView(endpoints.Config{
-		ClientOpts: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus, Logger: log,
+		Brokers: cfg.Brokers, KafkaOptions: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -123,13 +130,19 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
-	var ready readiness
-	g.Go(func() error { return view.Run(gctx) })
-	g.Go(func() error { return lag.Run(gctx) })
+	ready := newReadiness()
+	supervise := func(stage string) pipeline.SuperviseOptions {
+		return pipeline.SuperviseOptions{State: ready.stage(stage), Meter: meter, Logger: log}
+	}
+	if err := ready.registerMetrics(meter); err != nil {
+		return err
+	}
 
+	// newDispatcher builds a dispatcher: once here, so invalid options fail
+	// the start, and again for each restart (NewDispatcher creates the
+	// session that Run closes, so a Dispatcher runs once).
+	var newDispatcher func() (*pipeline.Dispatcher, error)
 	var dispatcher *pipeline.Dispatcher
-	var attemptsClient *kgo.Client
 	if cfg.Roles["dispatch"] {
 		// Keep-alive connections: up to 64 idle per endpoint host (an
 		// endpoint's max_in_flight rarely exceeds it) and no total cap, so
@@ -144,8 +157,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// The attempts client writes each attempt's sending row and waits
 		// for it (pipeline.KafkaAttemptLog): no linger (concurrent rows
 		// still share a batch while one is in flight), and a bounded wait,
-		// past which the request is not made.
-		attemptsClient, err = kgo.NewClient(append([]kgo.Opt{kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10 * time.Second)}, kopts...)...)
+		// past which the request is not made. It outlives dispatcher
+		// restarts: it is idempotent, not transactional, and retries on
+		// its own.
+		attemptsClient, err := kgo.NewClient(append(slices.Clip(copts), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
@@ -157,20 +172,23 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			}
 			attemptsClient.Close()
 		}()
-		dispatcher, err = pipeline.NewDispatcher(pipeline.DispatcherOptions{
-			ClientOpts:      append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"dispatch-"+cfg.InstanceID)),
-			Topics:          topics,
-			Group:           topics.Prefix + "dispatch",
-			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
-			Endpoints:       view,
-			Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
-			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts),
-			Policy:          policy,
-			EndpointBacklog: cfg.EndpointBuffer,
-			Meter:           meter,
-			Logger:          log,
-		})
-		if err != nil {
+		attempts := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts)
+		newDispatcher = func() (*pipeline.Dispatcher, error) {
+			return pipeline.NewDispatcher(pipeline.DispatcherOptions{
+				ClientOpts:      append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, withID("dispatch")...),
+				Topics:          topics,
+				Group:           topics.Prefix + "dispatch",
+				TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
+				Endpoints:       view,
+				Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
+				Attempts:        attempts,
+				Policy:          policy,
+				EndpointBacklog: cfg.EndpointBuffer,
+				Meter:           meter,
+				Logger:          log,
+			})
+		}
+		if dispatcher, err = newDispatcher(); err != nil {
 			return err
 		}
 	}
@@ -178,7 +196,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var fanout *pipeline.Fanout
 	if cfg.Roles["fanout"] {
 		fanout, err = pipeline.NewFanout(pipeline.FanoutOptions{
-			ClientOpts:      append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"fanout-"+cfg.InstanceID)),
+			Brokers:         cfg.Brokers,
+			KafkaOptions:    withID("fanout"),
 			Topics:          topics,
 			Group:           topics.Prefix + "fanout",
 			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
@@ -195,7 +214,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var relay *pipeline.Relay
 	if cfg.Roles["retry"] {
 		relay, err = pipeline.NewRelay(pipeline.RelayOptions{
-			Kgo:             append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"retry-"+cfg.InstanceID)),
+			Brokers:         cfg.Brokers,
+			KafkaOptions:    withID("retry"),
 			Group:           topics.Prefix + "retry-relay",
 			Tiers:           policy.Tiers(),
 			TargetTopic:     topics.Deliveries,
@@ -209,70 +229,46 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}
 
-	var auditSink *sink.Sink
+	var newSink func() (*sink.Sink, error)
 	if cfg.Roles["audit"] {
-		auditSink, err = sink.New(sink.Options{
-			Brokers:        cfg.Brokers,
-			KafkaOptions:   append(slices.Clip(kopts[1:]), kgo.InstanceID(topics.Prefix+"audit-"+cfg.InstanceID)), // TLS, SASL; the seeds are Brokers
-			Group:          topics.Prefix + "audit",
-			Topic:          topics.Attempts,
-			Store:          store,
-			Prepare:        func(ctx context.Context) error { return prepareStore(ctx, store, log) },
-			InterruptGrace: cfg.InterruptGrace,
-			Meter:          meter,
-			Logger:         log,
-		})
+		newSink = func() (*sink.Sink, error) {
+			return sink.New(sink.Options{
+				Brokers:      cfg.Brokers,
+				KafkaOptions: withID("audit"),
+				Group:        topics.Prefix + "audit",
+				Topic:        topics.Attempts,
+				Store:        store,
+				Prepare:        func(ctx context.Context) error { return prepareStore(ctx, store, log) },
+				InterruptGrace: cfg.InterruptGrace,
+				Meter:          meter,
+				Logger:         log,
+			})
+		}
+		s, err := newSink()
 		if err != nil {
 			return err
 		}
-		ready.sink = auditSink
+		ready.sink.Store(s)
 	}
 
-	// The api role: the management API (pipeline/api) on --api-addr.
-	if cfg.Roles["api"] {
-		closeAPI, err := startAPI(gctx, g, cfg, kopts, topics, view, store, log)
-		if err != nil {
-			return err
+	// Every supervised stage has its readiness part before the ops server
+	// reads them.
+	for name, on := range map[string]bool{"fanout": fanout != nil, "dispatch": newDispatcher != nil,
+		"retry-relay": relay != nil, "audit": newSink != nil} {
+		if on {
+			ready.stage(name)
 		}
-		defer closeAPI()
 	}
+	slices.Sort(ready.names)
 
-	// Stages that act on endpoints start once the view has caught up, so an
-	// endpoint acknowledged before an event was produced gets that event.
-	g.Go(func() error {
-		select {
-		case <-view.Ready():
-		case <-gctx.Done():
-			return nil
-		}
-		log.Info("endpoints view caught up", "endpoints", view.Len())
-		if fanout != nil {
-			g.Go(func() error { return fanout.Run(gctx) })
-		}
-		if dispatcher != nil {
-			g.Go(func() error { return dispatcher.Run(gctx) })
-			select {
-			case <-dispatcher.Joined():
-			case <-gctx.Done():
-				return nil
-			}
-		}
-		ready.pipeline.Store(true)
-		log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
-		return nil
-	})
-	if relay != nil {
-		g.Go(func() error { return relay.Run(gctx) })
-	}
-	if auditSink != nil {
-		g.Go(func() error { return auditSink.Run(gctx) })
-	}
-
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: opsHandler(ready.check), ReadHeaderTimeout: 5 * time.Second}
+	// The ops server first, so /healthz and /readyz answer while the
+	// cluster is waited for.
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("invalid --http-addr (HOOKRELAY_HTTP_ADDR): %w", err)
 	}
+	srv := &http.Server{Handler: opsHandler(ready.check), ReadHeaderTimeout: 5 * time.Second}
+	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -285,14 +281,183 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
+	// The api role: the management API (pipeline/api) on --api-addr.
+	if cfg.Roles["api"] {
+		closeAPI, err := startAPI(gctx, g, cfg, copts, topics, view, store, log)
+		if err != nil {
+			return err
+		}
+		defer closeAPI()
+	}
 	log.Info("hookrelay starting", "http", ln.Addr().String(), "brokers", cfg.Brokers, "prefix", topics.Prefix,
 		"retry_schedule", cfg.RetrySchedule.String(), "queue_ttl", cfg.QueueTTL.String())
+
+	g.Go(func() error {
+		if err := ensureTopics(gctx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
+			Partitions: cfg.Partitions, ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
+			TierTopics: policy.Tiers().Topics(),
+		}, ready, log); err != nil {
+			return err
+		}
+		if gctx.Err() != nil {
+			return nil
+		}
+		g.Go(func() error { return probeKafka(gctx, admin, ready, log) })
+		g.Go(func() error { return view.Run(gctx) })
+		g.Go(func() error { return lag.Run(gctx) })
+		if relay != nil {
+			g.Go(func() error { return pipeline.Supervise(gctx, "retry-relay", relay.Run, supervise("retry-relay")) })
+		}
+		if newSink != nil {
+			first := ready.sink.Load()
+			g.Go(func() error {
+				return pipeline.Supervise(gctx, "audit", func(ctx context.Context) error {
+					s := first
+					if first = nil; s == nil { // a Sink runs once: a restart builds a new one
+						var err error
+						if s, err = newSink(); err != nil {
+							return pipeline.Fatal(err)
+						}
+						ready.sink.Store(s)
+					}
+					return s.Run(ctx)
+				}, supervise("audit"))
+			})
+		}
+		// Stages that act on endpoints start once the view has caught up, so
+		// an endpoint acknowledged before an event was produced gets that
+		// event.
+		select {
+		case <-view.Ready():
+		case <-gctx.Done():
+			return nil
+		}
+		log.Info("endpoints view caught up", "endpoints", view.Len())
+		if fanout != nil {
+			g.Go(func() error { return pipeline.Supervise(gctx, "fanout", fanout.Run, supervise("fanout")) })
+		}
+		if newDispatcher == nil {
+			ready.pipeline.Store(true)
+			log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
+			return nil
+		}
+		first := dispatcher
+		g.Go(func() error {
+			return pipeline.Supervise(gctx, "dispatch", func(ctx context.Context) error {
+				d := first
+				if first = nil; d == nil { // a Dispatcher runs once: a restart builds a new one
+					var err error
+					if d, err = newDispatcher(); err != nil {
+						return pipeline.Fatal(err)
+					}
+				}
+				return runDispatcher(ctx, d, ready, func() {
+					log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
+				})
+			}, supervise("dispatch"))
+		})
+		return nil
+	})
 	err = g.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	log.Info("hookrelay stopped", "err", err)
 	return err
+}
+
+// runDispatcher runs d until it returns; the pipeline is ready from d's
+// first group join until then (onReady is called at the join).
+func runDispatcher(ctx context.Context, d *pipeline.Dispatcher, ready *readiness, onReady func()) error {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // owner: runDispatcher, which waits on done
+		defer close(done)
+		select {
+		case <-d.Joined():
+			ready.pipeline.Store(true)
+			onReady()
+		case <-stop:
+		}
+	}()
+	err := d.Run(ctx)
+	close(stop)
+	<-done
+	ready.pipeline.Store(false)
+	return err
+}
+
+// Back-off of the topic set-up at start while the cluster cannot be
+// reached: 1 s doubling to 30 s. One try is bounded by topicsTryTimeout.
+const (
+	topicsBackoff    = time.Second
+	topicsMaxBackoff = 30 * time.Second
+	topicsTryTimeout = 30 * time.Second
+	kafkaProbeEvery  = 5 * time.Second
+)
+
+// ensureTopics creates and checks the topics, retrying with capped
+// back-off while that fails for a reason a retry may cure (an unreachable
+// cluster); ready's kafka part says why meanwhile. It returns nil once the
+// topics are there or ctx has ended, and an error naming the fault for one
+// that no retry cures (pipeline.IsFatal: e.g. a deliveries topic with
+// another partition count).
+func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics, l pipeline.TopicLayout, ready *readiness, log *slog.Logger) error {
+	wait := topicsBackoff
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, topicsTryTimeout)
+		err := pipeline.EnsureTopics(tctx, adm, topics, l)
+		cancel()
+		switch {
+		case err == nil:
+			ready.setKafka(nil)
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case pipeline.IsFatal(err):
+			ready.setKafka(err)
+			return fmt.Errorf("topics: %w", err)
+		}
+		ready.setKafka(fmt.Errorf("topics not set up yet (try %d, next in %v): %w", try, wait, err))
+		log.Warn("kafka: topics not set up; retrying", "err", err, "try", try, "backoff", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(2*wait, topicsMaxBackoff)
+	}
+}
+
+// probeKafka pings the cluster every kafkaProbeEvery until ctx ends and
+// keeps ready's kafka part up to date; it logs each change.
+func probeKafka(ctx context.Context, admin *kgo.Client, ready *readiness, log *slog.Logger) error {
+	t := time.NewTicker(kafkaProbeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, kafkaProbeEvery)
+		err := admin.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		was := ready.kafkaErr()
+		if err != nil {
+			err = fmt.Errorf("unreachable: %w", err)
+			if was == nil {
+				log.Warn("kafka: cluster unreachable", "err", err)
+			}
+		} else if was != nil {
+			log.Info("kafka: cluster reachable again")
+		}
+		ready.setKafka(err)
+	}
 }
 
 // newTracer returns the tracer of the attempt spans. Spans are recorded and
@@ -319,29 +484,90 @@ func newTracer(ctx context.Context) (trace.Tracer, func(), error) {
 }
 
 // readiness is what /readyz reports: each part of the process's roles,
-// ready or not and why.
+// ready or not and why. Safe for concurrent use.
 type readiness struct {
-	pipeline atomic.Bool // the endpoints view caught up and the dispatcher (if any) joined its group
-	sink     *sink.Sink  // the audit sink; nil without the audit role
+	kafka    atomic.Pointer[error]           // nil: topics set up and the cluster answers
+	pipeline atomic.Bool                     // the endpoints view caught up and the dispatcher (if any) joined its group
+	sink     atomic.Pointer[sink.Sink]       // the audit sink (the current one); nil without the audit role
+	stages   map[string]*pipeline.StageState // by stage; filled before the ops server starts
+	names    []string                        // stages in report order
+}
+
+func newReadiness() *readiness {
+	r := &readiness{stages: map[string]*pipeline.StageState{}}
+	r.setKafka(errors.New("connecting"))
+	return r
+}
+
+// stage returns the state of stage, added to the report. Call it before
+// the ops server starts.
+func (r *readiness) stage(name string) *pipeline.StageState {
+	if st, ok := r.stages[name]; ok {
+		return st
+	}
+	st := new(pipeline.StageState)
+	r.stages[name] = st
+	r.names = append(r.names, name)
+	return st
+}
+
+func (r *readiness) setKafka(err error) {
+	if err == nil {
+		r.kafka.Store(nil)
+		return
+	}
+	r.kafka.Store(&err)
+}
+
+func (r *readiness) kafkaErr() error {
+	if p := r.kafka.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// registerMetrics exports hookrelay.kafka.ready (1 while the cluster
+// answers and the topics are set up, else 0); restarts are counted by
+// pipeline.Supervise as hookrelay.stage.restarts{stage}.
+func (r *readiness) registerMetrics(m metric.Meter) error {
+	_, err := m.Int64ObservableGauge("hookrelay.kafka.ready",
+		metric.WithDescription("1 while the Kafka cluster answers and the topics are set up, else 0 (see /readyz for why)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			v := int64(1)
+			if r.kafkaErr() != nil {
+				v = 0
+			}
+			o.Observe(v)
+			return nil
+		}))
+	return err
 }
 
 // check reports whether every part is ready, and one line per part:
-// "pipeline: ready", or "audit: not ready: <reason>".
+// "kafka: ready", "pipeline: ready", "fanout stage: not ready: restarting in
+// 2s: …", "audit: not ready: <reason>" (the audit sink's store).
 func (r *readiness) check() (bool, string) {
 	var b strings.Builder
-	ok := r.pipeline.Load()
-	if ok {
-		b.WriteString("pipeline: ready\n")
-	} else {
-		b.WriteString("pipeline: not ready: endpoints view catching up or consumer group not joined\n")
-	}
-	if r.sink != nil {
-		if err := r.sink.Ready(); err != nil {
+	ok := true
+	part := func(name string, err error) {
+		if err != nil {
 			ok = false
-			fmt.Fprintf(&b, "audit: not ready: %v\n", err)
-		} else {
-			b.WriteString("audit: ready\n")
+			fmt.Fprintf(&b, "%s: not ready: %v\n", name, err)
+			return
 		}
+		fmt.Fprintf(&b, "%s: ready\n", name)
+	}
+	part("kafka", r.kafkaErr())
+	if r.pipeline.Load() {
+		part("pipeline", nil)
+	} else {
+		part("pipeline", errors.New("endpoints view catching up or consumer group not joined"))
+	}
+	for _, name := range r.names {
+		part(name+" stage", r.stages[name].Err())
+	}
+	if s := r.sink.Load(); s != nil {
+		part("audit", s.Ready())
 	}
 	return ok, b.String()
 }

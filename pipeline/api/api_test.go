@@ -52,7 +52,7 @@ func newEnv(t *testing.T) *env {
 		}
 	}
 	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	view, err := endpoints.NewView(endpoints.Config{ClientOpts: opts, EndpointsTopic: "t.endpoints", StatusTopic: "t.endpoint-status"})
+	view, err := endpoints.NewView(endpoints.Config{Brokers: c.ListenAddrs(), EndpointsTopic: "t.endpoints", StatusTopic: "t.endpoint-status"})
 	if err != nil {
 		t.Fatal(err)
 	}

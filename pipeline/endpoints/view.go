@@ -22,12 +22,14 @@ var ErrViewStopped = errors.New("endpoints: view stopped")
 
 // Config configures a [View].
 type Config struct {
-	// ClientOpts are the connection options of the view's own Kafka client:
-	// kgo.SeedBrokers and any TLS and SASL options. Required. They must not
-	// set consumer or group options: the view consumes both topics
-	// directly, every partition from the start. The view adds
-	// kgo.RequiredAcks(kgo.AllISRAcks()) for the writes of a [Store].
-	ClientOpts []kgo.Opt
+	// Brokers are the Kafka seed brokers, "host:port". Required.
+	Brokers []string
+	// KafkaOptions are extra options of the view's own Kafka client: TLS,
+	// SASL, client ID. Optional. They must not set consumer or group
+	// options: the view consumes both topics directly, every partition
+	// from the start. The view adds kgo.RequiredAcks(kgo.AllISRAcks()) for
+	// the writes of a [Store].
+	KafkaOptions []kgo.Opt
 	// EndpointsTopic is the compacted topic of endpoint configs
 	// (`<prefix>endpoints`). Required.
 	EndpointsTopic string
@@ -101,8 +103,8 @@ type View struct {
 // creates the view's client and closes it when it returns.
 func NewView(cfg Config) (*View, error) {
 	switch {
-	case len(cfg.ClientOpts) == 0:
-		return nil, errors.New("endpoints: Config.ClientOpts: required (at least kgo.SeedBrokers)")
+	case len(cfg.Brokers) == 0:
+		return nil, errors.New("endpoints: Config.Brokers: required")
 	case cfg.EndpointsTopic == "":
 		return nil, errors.New("endpoints: Config.EndpointsTopic: required")
 	case cfg.StatusTopic == "":
@@ -119,8 +121,8 @@ func NewView(cfg Config) (*View, error) {
 	// broker does not answer a waiting fetch at once: with read_committed,
 	// the first write to a fresh topic was seen only after the whole
 	// default 5s wait (Kafka 4.1.1, measured); 1s costs one idle fetch a
-	// second. ClientOpts may override it.
-	opts := append([]kgo.Opt{kgo.FetchMaxWait(time.Second)}, cfg.ClientOpts...)
+	// second. KafkaOptions may override it.
+	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.FetchMaxWait(time.Second)}, cfg.KafkaOptions...)
 	opts = append(opts,
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -132,7 +134,7 @@ func NewView(cfg Config) (*View, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)
 	if err := kgo.ValidateOpts(opts...); err != nil {
-		return nil, fmt.Errorf("endpoints: Config.ClientOpts: %w", err)
+		return nil, fmt.Errorf("endpoints: Config.KafkaOptions: %w", err)
 	}
 	v := &View{
 		cfg: cfg, log: log, opts: opts, topics: topics,
@@ -197,10 +199,11 @@ func (v *View) Skipped() int64 { return v.skipped.Load() }
 
 // Run creates the view's client, consumes both topics from the start
 // (committed records only) and applies every record until ctx is done, then
-// closes the client and returns nil. It returns an error if called twice, or if the end offsets
-// cannot be listed for a reason that is not retriable (retriable ones, like
-// a topic that does not exist yet, are retried until ctx is done). Fetch
-// errors are logged; the client retries.
+// closes the client and returns nil. It returns an error if called twice, or
+// if the broker refuses to list the end offsets with a code that is not
+// retriable (retriable ones, a topic that does not exist yet and an
+// unreachable cluster are retried until ctx is done). Fetch errors are
+// logged; the client retries.
 func (v *View) Run(ctx context.Context) error {
 	if !v.started.CompareAndSwap(false, true) {
 		return errors.New("endpoints: View.Run called twice")
@@ -248,7 +251,11 @@ func (v *View) listTargets(ctx context.Context) (map[string]map[int32]int64, err
 		if err == nil {
 			return targets, nil
 		}
-		if !kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		// A broker's refusal that no retry can cure ends Run; anything
+		// else (a retriable code, a topic not there yet, a cluster that
+		// cannot be reached) is waited out.
+		var ke *kerr.Error
+		if errors.As(err, &ke) && !ke.Retriable && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 			return nil, fmt.Errorf("endpoints: list end offsets of %v: %w", v.topics, err)
 		}
 		if attempt%10 == 1 {

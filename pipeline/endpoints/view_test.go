@@ -100,7 +100,8 @@ func (e *env) start(t *testing.T, extra ...kgo.Opt) (*View, *Store, *changeLog) 
 	t.Helper()
 	log := &changeLog{}
 	v, err := NewView(Config{
-		ClientOpts:     append([]kgo.Opt{kgo.SeedBrokers(e.seeds...)}, extra...),
+		Brokers:        e.seeds,
+		KafkaOptions:   extra,
 		EndpointsTopic: e.endpoints,
 		StatusTopic:    e.state,
 		Logger:         slog.New(slog.DiscardHandler),
@@ -546,15 +547,15 @@ func TestViewKfakeAfterCompaction(t *testing.T) {
 }
 
 func TestNewViewConfig(t *testing.T) {
-	seeds := []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}
+	seeds := []string{"127.0.0.1:1"}
 	for _, tt := range []struct {
 		cfg  Config
 		want string
 	}{
-		{Config{EndpointsTopic: "e", StatusTopic: "s"}, "ClientOpts"},
-		{Config{ClientOpts: seeds, StatusTopic: "s"}, "EndpointsTopic"},
-		{Config{ClientOpts: seeds, EndpointsTopic: "e"}, "StatusTopic"},
-		{Config{ClientOpts: seeds, EndpointsTopic: "e", StatusTopic: "e"}, "StatusTopic"},
+		{Config{EndpointsTopic: "e", StatusTopic: "s"}, "Brokers"},
+		{Config{Brokers: seeds, StatusTopic: "s"}, "EndpointsTopic"},
+		{Config{Brokers: seeds, EndpointsTopic: "e"}, "StatusTopic"},
+		{Config{Brokers: seeds, EndpointsTopic: "e", StatusTopic: "e"}, "StatusTopic"},
 	} {
 		_, err := NewView(tt.cfg)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -566,7 +567,7 @@ func TestNewViewConfig(t *testing.T) {
 // A stopped view fails the Store's writes instead of hanging.
 func TestStoreAfterStop(t *testing.T) {
 	e, _ := newKfakeEnv(t, 1)
-	v, err := NewView(Config{ClientOpts: []kgo.Opt{kgo.SeedBrokers(e.seeds...)}, EndpointsTopic: e.endpoints, StatusTopic: e.state, Logger: slog.New(slog.DiscardHandler)})
+	v, err := NewView(Config{Brokers: e.seeds, EndpointsTopic: e.endpoints, StatusTopic: e.state, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
