@@ -233,11 +233,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if cfg.Roles["audit"] {
 		newSink = func() (*sink.Sink, error) {
 			return sink.New(sink.Options{
-				Brokers:      cfg.Brokers,
-				KafkaOptions: withID("audit"),
-				Group:        topics.Prefix + "audit",
-				Topic:        topics.Attempts,
-				Store:        store,
+				Brokers:        cfg.Brokers,
+				KafkaOptions:   withID("audit"),
+				Group:          topics.Prefix + "audit",
+				Topic:          topics.Attempts,
+				Store:          store,
 				Prepare:        func(ctx context.Context) error { return prepareStore(ctx, store, log) },
 				InterruptGrace: cfg.InterruptGrace,
 				Meter:          meter,
