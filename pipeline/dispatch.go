@@ -99,6 +99,13 @@ type DispatcherOptions struct {
 	Meter metric.Meter
 	// Logger. Optional. Default slog.Default().
 	Logger *slog.Logger
+	// Now is the dispatcher's clock: every instant it compares or records
+	// (queue waits, held due times, endpoint pauses, expiry, attempt
+	// times, the back-off after an aborted transaction) is read from it,
+	// never from time.Now directly. Optional. Default time.Now. Tests pass
+	// a clock they move by hand; the waits themselves (the pump's timer,
+	// the poll) are real timers set from durations of this clock.
+	Now func() time.Time
 }
 
 func (o *DispatcherOptions) validate() error {
@@ -153,6 +160,9 @@ func (o *DispatcherOptions) validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return nil
 }
@@ -376,5 +386,5 @@ func (d *Dispatcher) shutdown() error {
 	return err
 }
 
-// now is the dispatcher's clock.
-func (d *Dispatcher) now() time.Time { return time.Now() }
+// now is the dispatcher's clock (DispatcherOptions.Now).
+func (d *Dispatcher) now() time.Time { return d.o.Now() }

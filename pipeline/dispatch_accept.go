@@ -31,7 +31,7 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		d.finish(p, r.Offset, []*kgo.Record{d.deadLetter(r, "bad_headers: "+err.Error())})
 		return
 	}
-	now := time.Now()
+	now := d.now()
 	it := &item{off: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), meta: meta, queuedAt: now}
 	ep, ok := d.o.Endpoints.Get(meta.EndpointID)
 	if !ok {
@@ -70,7 +70,7 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		d.park(p, it, reason, until, now, d.finish)
 		return
 	}
-	q.push(it)
+	q.push(it, now)
 	p.backlog++
 	backlog := p.backlog
 	if !q.running {

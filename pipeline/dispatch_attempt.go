@@ -28,7 +28,7 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 		p.mu.Unlock()
 		q.signal()
 	}
-	now := time.Now()
+	now := d.now()
 	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
 	if !ok {
 		ep = nil
@@ -152,8 +152,8 @@ func (d *Dispatcher) started(p *partState, it *item, ep *endpoints.Endpoint, att
 	row.AttemptID = attemptID
 	ctx, cancel := context.WithTimeout(p.ctx, d.o.StartTimeout)
 	defer cancel()
-	start := time.Now()
+	start := d.now()
 	err := d.o.Attempts.Started(ctx, row)
-	d.m.startLatency.Record(context.Background(), time.Since(start).Seconds())
+	d.m.startLatency.Record(context.Background(), d.now().Sub(start).Seconds())
 	return err
 }

@@ -26,7 +26,7 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			p.mu.Unlock()
 			return
 		}
-		now := time.Now()
+		now := d.now()
 		d.shed(p, q, ep, usable, now)
 		q.promote(now)
 		var wait time.Duration = -1 // -1: until woken

@@ -38,7 +38,7 @@ func (d *Dispatcher) limiter(ep *endpoints.Endpoint) (*ratelimit.Endpoint, error
 		return l, nil
 	}
 	if cur := lim.Limit(); cur != want {
-		if err := lim.SetLimit(want, time.Now()); err != nil {
+		if err := lim.SetLimit(want, d.now()); err != nil {
 			return nil, err
 		}
 	}

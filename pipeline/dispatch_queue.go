@@ -26,8 +26,9 @@ func newEndpointQueue(id string, lim *ratelimit.Endpoint) *endpointQueue {
 
 func (q *endpointQueue) len() int { return len(q.ready) + len(q.held) }
 
-func (q *endpointQueue) push(it *item) {
-	if !it.meta.DueAt.IsZero() && it.meta.DueAt.After(time.Now()) {
+// push queues it: held until its DueAt if that is after now, else ready.
+func (q *endpointQueue) push(it *item, now time.Time) {
+	if !it.meta.DueAt.IsZero() && it.meta.DueAt.After(now) {
 		heap.Push(&q.held, it)
 	} else {
 		q.ready = append(q.ready, it)

@@ -325,7 +325,7 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 	q := newEndpointQueue("ep", lim)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := 0; i < 2; i++ {
-		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}})
+		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}}, now)
 	}
 	var worst time.Duration
 	for i := 2; i < 22; i++ { // a burst of 20 more, each parked for the first time
