@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,9 +43,14 @@ type AttemptLog interface {
 // DispatcherOptions configures a [Dispatcher]. cmd/ fills it; nothing here
 // reads flags or the environment.
 type DispatcherOptions struct {
-	// ClientOpts are the franz-go options for brokers, TLS and SASL.
-	// Required (at least kgo.SeedBrokers).
-	ClientOpts []kgo.Opt
+	// Brokers are the Kafka seed brokers, "host:port". Required.
+	Brokers []string
+	// KafkaOptions are extra franz-go client options: TLS, SASL, client
+	// ID, static member ID (kgo.InstanceID). Optional. They are applied
+	// after the dispatcher's own, so they must not change what it relies
+	// on (consumer group, transactional ID, read_committed, the rebalance
+	// callbacks, BlockRebalanceOnPoll).
+	KafkaOptions []kgo.Opt
 	// Topics names every topic. Required.
 	Topics Topics
 	// Group is the consumer group of dispatchers. Optional. Default
@@ -110,8 +116,8 @@ type DispatcherOptions struct {
 
 func (o *DispatcherOptions) validate() error {
 	switch {
-	case len(o.ClientOpts) == 0:
-		return errors.New("pipeline: DispatcherOptions.ClientOpts is required")
+	case len(o.Brokers) == 0:
+		return errors.New("pipeline: DispatcherOptions.Brokers is required")
 	case o.Topics.Deliveries == "":
 		return errors.New("pipeline: DispatcherOptions.Topics is required")
 	case o.TransactionalID == "":
@@ -182,6 +188,11 @@ func (o *DispatcherOptions) validate() error {
 // request that may have reached the endpoint always has a row. See
 // docs/ARCHITECTURE.md for the goroutine map.
 //
+// A Dispatcher is a stage: [NewDispatcher] only validates; each
+// [Dispatcher.Run] creates its own Kafka session and closes it before it
+// returns, so Run may be called again after it returned (not concurrently),
+// e.g. by a supervisor after a non-fatal error.
+//
 // The code is split by concern, each file calling only those below it:
 //
 //	dispatch.go            options, New, Run (the poll loop), shutdown
@@ -218,8 +229,9 @@ func (o *DispatcherOptions) validate() error {
 type Dispatcher struct {
 	o    DispatcherOptions
 	m    *metrics
-	sess *kgo.GroupTransactSession
-	txn  *transactor // commits on sess; poll loop only
+	sess *kgo.GroupTransactSession  // this run's session; Run's goroutine (the poll loop) only
+	txn  *transactor                // commits on sess; poll loop only
+	live atomic.Pointer[kgo.Client] // this run's client, for tests; nil between runs
 
 	mu         sync.Mutex
 	parts      map[int32]*partState // owned partitions of the deliveries topic; guarded by mu
@@ -256,7 +268,8 @@ type completion struct {
 	out []*kgo.Record
 }
 
-// NewDispatcher validates o and connects. Run starts consuming.
+// NewDispatcher validates o (errors name the field) and fills in the
+// defaults. It does not connect: Run does.
 func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -268,11 +281,21 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 		limiters: make(map[string]*ratelimit.Endpoint),
 		joined:   make(chan struct{}),
 	}
-	opts := append([]kgo.Opt{
-		kgo.ConsumerGroup(o.Group),
-		kgo.ConsumeTopics(o.Topics.Deliveries),
-		kgo.TransactionalID(o.TransactionalID),
-		kgo.TransactionTimeout(o.TransactionTimeout),
+	if o.Meter != nil {
+		d.registerGauges(o.Meter)
+	}
+	return d, nil
+}
+
+// newSession is the Kafka session of one run: the consumer group on the
+// deliveries topic and the transactional producer of its commits.
+func (d *Dispatcher) newSession() (*kgo.GroupTransactSession, error) {
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
+		kgo.SeedBrokers(d.o.Brokers...),
+		kgo.ConsumerGroup(d.o.Group),
+		kgo.ConsumeTopics(d.o.Topics.Deliveries),
+		kgo.TransactionalID(d.o.TransactionalID),
+		kgo.TransactionTimeout(d.o.TransactionTimeout),
 		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
@@ -284,17 +307,11 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 		// Rebalance callbacks run only while the poll loop polls, so the
 		// owned partitions never change between a poll and its commit.
 		kgo.BlockRebalanceOnPoll(),
-	}, o.ClientOpts...)
-	sess, err := kgo.NewGroupTransactSession(opts...)
+	}, d.o.KafkaOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: dispatcher client: %w", err)
 	}
-	d.sess = sess
-	d.txn = d.newTransactor(sess)
-	if o.Meter != nil {
-		d.registerGauges(o.Meter)
-	}
-	return d, nil
+	return sess, nil
 }
 
 // newTransactor is the dispatcher's transaction shape on sess: each
@@ -313,10 +330,23 @@ func (d *Dispatcher) Joined() <-chan struct{} { return d.joined }
 // Run consumes until ctx ends, then finishes: it stops fetching, lets the
 // attempts in flight end (each bounded by its endpoint's request timeout),
 // commits what finished, and leaves the group. It returns nil after a clean
-// shutdown, or the error that stopped it.
+// shutdown, or the error that stopped it: the session is then unusable (a
+// transaction could not be begun or ended) and closed. Each call creates
+// its own session and closes it before returning, revoking whatever
+// partitions it still owns, so Run may be called again after it returned
+// (never concurrently); the new session's transactional ID fences what the
+// last one left open. The pacing state of endpoints, and the attempt rows
+// of attempts cut short by a revoke, carry over to the next run.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	defer d.sess.Close()
-	if err := Fence(ctx, d.sess.Client()); err != nil && ctx.Err() == nil {
+	d.resetRun()
+	sess, err := d.newSession()
+	if err != nil {
+		return err
+	}
+	d.sess, d.txn = sess, d.newTransactor(sess)
+	d.live.Store(sess.Client())
+	defer d.endRun()
+	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
 		d.o.Logger.Warn("dispatch: not fenced at start; fenced at the first transaction instead", "err", err)
 	}
 	for {
@@ -324,18 +354,48 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			return d.shutdown()
 		}
 		pollCtx, cancel := context.WithTimeout(ctx, d.o.FlushInterval)
-		fs := d.sess.PollRecords(pollCtx, 10000)
+		fs := sess.PollRecords(pollCtx, 10000)
 		cancel()
 		if fs.IsClientClosed() {
 			return nil
 		}
 		d.take(fs)
 		err := d.flush(ctx)
-		d.sess.AllowRebalance()
+		sess.AllowRebalance()
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// resetRun resets the per-run state before a run creates its session
+// (whose callbacks fill it): no partitions owned, no commit remembered, no
+// back-off.
+func (d *Dispatcher) resetRun() {
+	d.mu.Lock()
+	d.parts = make(map[int32]*partState)
+	d.lastCommit = nil
+	d.mu.Unlock()
+	d.nextFlushAt = time.Time{}
+}
+
+// endRun closes the run's session (leaving the group revokes its
+// partitions) and then revokes any partition still held (one the client
+// gave up without a callback reaching us), so no goroutine of this run
+// outlives it.
+func (d *Dispatcher) endRun() {
+	d.sess.Close()
+	d.mu.Lock()
+	ids := make([]int32, 0, len(d.parts))
+	for id := range d.parts {
+		ids = append(ids, id)
+	}
+	d.mu.Unlock()
+	if len(ids) > 0 {
+		d.revoked(context.Background(), nil, map[string][]int32{d.o.Topics.Deliveries: ids})
+	}
+	d.live.Store(nil)
+	d.sess, d.txn = nil, nil
 }
 
 // take logs the fetch errors of fs and accepts its records, partition by

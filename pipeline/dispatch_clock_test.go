@@ -129,7 +129,7 @@ func TestHeldDeliveryNeverEarly(t *testing.T) {
 // test moves the clock to its due time; then it is sent at once (on the
 // wall clock, the test would time out).
 func TestDispatcherHoldsUntilItsClockSaysDue(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "hc.", 1)
+	c, seeds, topics, policy := reviewCluster(t, "hc.", 1)
 	t0 := time.Now().UTC().Truncate(time.Millisecond)
 	clock := newManualClock(t0)
 	prod, err := kgo.NewClient(seeds)
@@ -144,8 +144,8 @@ func TestDispatcherHoldsUntilItsClockSaysDue(t *testing.T) {
 	}
 	var sentAt atomic.Int64
 	d, _ := startDispatcher(t, DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "hc.dispatch", TransactionalID: "hc.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "hc.dispatch", TransactionalID: "hc.dispatch-test",
 		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 1)},
 		Attempter: funcAttempter(func(_ context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			sentAt.Store(now.UnixNano())

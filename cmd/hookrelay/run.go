@@ -158,7 +158,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			attemptsClient.Close()
 		}()
 		dispatcher, err = pipeline.NewDispatcher(pipeline.DispatcherOptions{
-			ClientOpts:      append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+"dispatch-"+cfg.InstanceID)),
+			Brokers:         cfg.Brokers,
+			KafkaOptions:    append(slices.Clip(kopts[1:]), kgo.InstanceID(topics.Prefix+"dispatch-"+cfg.InstanceID)), // TLS, SASL; the seeds are Brokers
 			Topics:          topics,
 			Group:           topics.Prefix + "dispatch",
 			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
