@@ -7,11 +7,15 @@ package pipeline
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
@@ -180,5 +184,74 @@ func TestDispatcherHoldsUntilItsClockSaysDue(t *testing.T) {
 	waitFor(t, "the delivery sent once due", func() bool { return sentAt.Load() != 0 })
 	if got := time.Unix(0, sentAt.Load()); got.Before(due) {
 		t.Errorf("attempt made at %v; want at or after its due time %v", got, due)
+	}
+}
+
+// TestDispatcherAbortBackoffOnItsClock: after an aborted transaction the
+// next one waits the back-off (2×FlushInterval) on the dispatcher's clock:
+// every offset commit after the abort happens at a clock reading at least
+// the back-off past the abort's. The clock moves only by the test's small
+// steps (a quarter of the back-off each), so a retry that ignored the
+// back-off would show an earlier reading.
+func TestDispatcherAbortBackoffOnItsClock(t *testing.T) {
+	c, seeds, topics, policy := reviewCluster(t, "ab.", 1)
+	const flush = 20 * time.Millisecond
+	backoff := 2 * flush
+	clock := newManualClock(time.Now().UTC())
+	var mu sync.Mutex
+	var abortedAt time.Time
+	var commitsAfter []time.Time
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if !abortedAt.IsZero() {
+			commitsAfter = append(commitsAfter, clock.now())
+			return nil, nil, false // the real broker answers
+		}
+		abortedAt = clock.now()
+		req := kr.(*kmsg.TxnOffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.Version = req.Version
+		for _, rt := range req.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.RebalanceInProgress.Code // abortable, as in a rebalance
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if err := prod.ProduceSync(context.Background(), deliveryRec(topics.Deliveries, "ep", "d0")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	startDispatcher(t, DispatcherOptions{
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "ab.dispatch", TransactionalID: "ab.dispatch-test",
+		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 1)}, Attempter: newFakeAttempter(), Policy: policy,
+		FlushInterval: flush, Now: clock.now,
+	})
+	adm := kadm.NewClient(prod)
+	waitFor(t, "a commit after the aborted one", func() bool {
+		clock.set(clock.now().Add(backoff / 4))
+		at, _ := committedAt(adm, "ab.dispatch", topics.Deliveries)
+		return at == 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(commitsAfter) == 0 {
+		t.Fatal("committed without an offset commit after the abort")
+	}
+	if first := commitsAfter[0]; first.Sub(abortedAt) < backoff {
+		t.Errorf("next offset commit %v after the abort on the dispatcher's clock; want at least the back-off %v", first.Sub(abortedAt), backoff)
 	}
 }
