@@ -268,8 +268,9 @@ type completion struct {
 	out []*kgo.Record
 }
 
-// NewDispatcher validates o (errors name the field) and fills in the
-// defaults. It does not connect: Run does.
+// NewDispatcher validates o (errors name the field, KafkaOptions included)
+// and fills in the defaults. It does not connect, starts no goroutine and
+// holds nothing to close: Run does.
 func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -281,16 +282,20 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 		limiters: make(map[string]*ratelimit.Endpoint),
 		joined:   make(chan struct{}),
 	}
+	if err := kgo.ValidateOpts(d.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("pipeline: DispatcherOptions.KafkaOptions: %w", err)
+	}
 	if o.Meter != nil {
 		d.registerGauges(o.Meter)
 	}
 	return d, nil
 }
 
-// newSession is the Kafka session of one run: the consumer group on the
-// deliveries topic and the transactional producer of its commits.
-func (d *Dispatcher) newSession() (*kgo.GroupTransactSession, error) {
-	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{
+// clientOpts are the options of each run's session (the consumer group on
+// the deliveries topic and the transactional producer of its commits): the
+// dispatcher's own, then KafkaOptions.
+func (d *Dispatcher) clientOpts() []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(d.o.Brokers...),
 		kgo.ConsumerGroup(d.o.Group),
 		kgo.ConsumeTopics(d.o.Topics.Deliveries),
@@ -307,11 +312,7 @@ func (d *Dispatcher) newSession() (*kgo.GroupTransactSession, error) {
 		// Rebalance callbacks run only while the poll loop polls, so the
 		// owned partitions never change between a poll and its commit.
 		kgo.BlockRebalanceOnPoll(),
-	}, d.o.KafkaOptions...)...)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: dispatcher client: %w", err)
-	}
-	return sess, nil
+	}, d.o.KafkaOptions...)
 }
 
 // newTransactor is the dispatcher's transaction shape on sess: each
@@ -339,9 +340,9 @@ func (d *Dispatcher) Joined() <-chan struct{} { return d.joined }
 // of attempts cut short by a revoke, carry over to the next run.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.resetRun()
-	sess, err := d.newSession()
+	sess, err := kgo.NewGroupTransactSession(d.clientOpts()...)
 	if err != nil {
-		return err
+		return fmt.Errorf("pipeline: dispatcher client: %w", err)
 	}
 	d.sess, d.txn = sess, d.newTransactor(sess)
 	d.live.Store(sess.Client())

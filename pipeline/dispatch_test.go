@@ -326,6 +326,11 @@ func TestDispatcherStageShape(t *testing.T) {
 	}
 	att := newFakeAttempter()
 	o.Attempter = att
+	bad = o
+	bad.KafkaOptions = []kgo.Opt{kgo.DisableIdempotentWrite()} // conflicts with its transactional ID
+	if _, err := NewDispatcher(bad); err == nil || !strings.Contains(err.Error(), "DispatcherOptions.KafkaOptions") {
+		t.Fatalf("NewDispatcher with an invalid client option: %v; want an error naming DispatcherOptions.KafkaOptions", err)
+	}
 	d, err := NewDispatcher(o)
 	if err != nil {
 		t.Fatal(err)
