@@ -67,7 +67,7 @@ func readAttempts(t *testing.T, seeds kgo.Opt, topic string, want int) []audit.A
 // Sending row, and the outcome row, with the same attempt ID, time and
 // endpoint, commits with the delivery (in the attempts topic).
 func TestDispatcherWritesSendingRowFirst(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "sr.", 1)
+	c, seeds, topics, policy := reviewCluster(t, "sr.", 1)
 	prod, err := kgo.NewClient(seeds)
 	if err != nil {
 		t.Fatal(err)
@@ -81,8 +81,8 @@ func TestDispatcherWritesSendingRowFirst(t *testing.T) {
 	var sent atomic.Int32
 	log := &orderedAttempts{sent: &sent}
 	startDispatcher(t, DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "sr.dispatch", TransactionalID: "sr.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "sr.dispatch", TransactionalID: "sr.dispatch-test",
 		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 1)},
 		Attempter: funcAttempter(func(_ context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			sent.Add(1)
@@ -112,7 +112,7 @@ func TestDispatcherWritesSendingRowFirst(t *testing.T) {
 // written, no request is made; the delivery is parked in a tier without
 // consuming an attempt.
 func TestDispatcherSendsNothingUnlogged(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "su.", 1)
+	c, seeds, topics, policy := reviewCluster(t, "su.", 1)
 	prod, err := kgo.NewClient(seeds)
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +125,8 @@ func TestDispatcherSendsNothingUnlogged(t *testing.T) {
 	log := &orderedAttempts{sent: &sent}
 	log.fail.Store(true)
 	startDispatcher(t, DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "su.dispatch", TransactionalID: "su.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "su.dispatch", TransactionalID: "su.dispatch-test",
 		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 1)},
 		Attempter: funcAttempter(func(_ context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			sent.Add(1)
@@ -167,7 +167,7 @@ func TestDispatcherSendsNothingUnlogged(t *testing.T) {
 // (class canceled), committed in the dispatcher's next transaction though
 // its delivery's offset is no longer this dispatcher's to commit.
 func TestDispatcherRevokedAttemptRowCommits(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "ro.", 2)
+	c, seeds, topics, policy := reviewCluster(t, "ro.", 2)
 	prod, err := kgo.NewClient(seeds, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
@@ -184,8 +184,8 @@ func TestDispatcherRevokedAttemptRowCommits(t *testing.T) {
 	release := make(chan struct{})
 	opts := func(txn string) DispatcherOptions {
 		return DispatcherOptions{
-			ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-			Topics:     topics, Group: "ro.dispatch", TransactionalID: txn,
+			Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+			Topics: topics, Group: "ro.dispatch", TransactionalID: txn,
 			Endpoints: fakeEndpoints{"a": testEndpoint("a", 1), "b": testEndpoint("b", 1)},
 			Attempter: funcAttempter(func(ctx context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 				sent.Add(1)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,7 +136,7 @@ func TestDispatcherIsolatesEndpointsAndCommitsAroundUnfinished(t *testing.T) {
 
 	start := func(att Attempter) (*Dispatcher, context.CancelFunc, chan error) {
 		d, err := NewDispatcher(DispatcherOptions{
-			ClientOpts:      []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+			Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
 			Topics:          topics,
 			Group:           "t.dispatch",
 			TransactionalID: "t.dispatch-test",
@@ -178,7 +179,7 @@ func TestDispatcherIsolatesEndpointsAndCommitsAroundUnfinished(t *testing.T) {
 
 	// Crash the first dispatcher: its client goes away without another
 	// commit (the revoke on leaving cancels the hung attempts).
-	d1.sess.Client().Close()
+	runningClient(t, d1).Close()
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -237,8 +238,8 @@ func TestDispatcherWakesAfterQueueDrained(t *testing.T) {
 	policy, _ := NewRetryPolicy(retrytiers.DefaultSchedule(), topics, 0)
 	att := &gatedAttempter{fakeAttempter: *newFakeAttempter(), gate: make(chan struct{})}
 	d, err := NewDispatcher(DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "w.dispatch", TransactionalID: "w.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "w.dispatch", TransactionalID: "w.dispatch-test",
 		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 2)}, Attempter: att, Attempts: &memAttempts{},
 		Policy: policy, FlushInterval: 20 * time.Millisecond,
 	})
@@ -296,4 +297,75 @@ func TestDispatcherWakesAfterQueueDrained(t *testing.T) {
 	})
 	close(att.gate)
 	waitFor(t, "all five delivered", func() bool { n, _ := att.count("ep"); return n == 5 })
+}
+
+// runningClient returns the client of d's current run, waiting for Run to
+// have created it.
+func runningClient(t *testing.T, d *Dispatcher) *kgo.Client {
+	t.Helper()
+	waitFor(t, "the dispatcher's run to create its client", func() bool { return d.live.Load() != nil })
+	return d.live.Load()
+}
+
+// TestDispatcherStageShape: NewDispatcher only validates (no client, so a
+// dispatcher built but never run holds nothing), names a missing field,
+// and Run may be called again after it returned: the second run creates a
+// new session, owns the partition again and delivers what arrived since.
+func TestDispatcherStageShape(t *testing.T) {
+	c, seeds, topics, policy := reviewCluster(t, "ss.", 1)
+	o := DispatcherOptions{
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "ss.dispatch", TransactionalID: "ss.dispatch-test",
+		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 4)}, Attempts: &memAttempts{}, Policy: policy,
+		FlushInterval: 20 * time.Millisecond,
+	}
+	bad := o
+	bad.Brokers = nil
+	if _, err := NewDispatcher(bad); err == nil || !strings.Contains(err.Error(), "DispatcherOptions.Brokers") {
+		t.Fatalf("NewDispatcher without brokers: %v; want an error naming DispatcherOptions.Brokers", err)
+	}
+	att := newFakeAttempter()
+	o.Attempter = att
+	bad = o
+	bad.KafkaOptions = []kgo.Opt{kgo.DisableIdempotentWrite()} // conflicts with its transactional ID
+	if _, err := NewDispatcher(bad); err == nil || !strings.Contains(err.Error(), "DispatcherOptions.KafkaOptions") {
+		t.Fatalf("NewDispatcher with an invalid client option: %v; want an error naming DispatcherOptions.KafkaOptions", err)
+	}
+	d, err := NewDispatcher(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.live.Load() != nil || d.sess != nil {
+		t.Fatal("NewDispatcher created a client; want none before Run")
+	}
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	adm := kadm.NewClient(prod)
+	for run, want := range []int64{2, 4} {
+		for i := 0; i < 2; i++ {
+			if err := prod.ProduceSync(context.Background(), deliveryRec(topics.Deliveries, "ep", fmt.Sprint("r", run, "d", i))).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		waitFor(t, fmt.Sprintf("run %d commits to offset %d", run+1, want), func() bool {
+			at, _ := committedAt(adm, "ss.dispatch", topics.Deliveries)
+			return at == want
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run %d: %v", run+1, err)
+		}
+		if d.live.Load() != nil {
+			t.Fatalf("run %d returned without closing its client", run+1)
+		}
+	}
+	if n, _ := att.count("ep"); n != 4 {
+		t.Errorf("two runs sent %d deliveries; want 4 (each once)", n)
+	}
 }

@@ -125,7 +125,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 // The lowest 40 failing deliveries finish only after the first owner has
 // committed the tier records its metadata covers.
 func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "rf.", 1)
+	c, seeds, topics, policy := reviewCluster(t, "rf.", 1)
 	const pairs = 1400
 	eps := fakeEndpoints{"hung": testEndpoint("hung", 1), "flaky": testEndpoint("flaky", 1000)}
 	prod, err := kgo.NewClient(seeds)
@@ -154,8 +154,8 @@ func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
 	}
 	opts := func(att Attempter) DispatcherOptions {
 		return DispatcherOptions{
-			ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-			Topics:     topics, Group: "rf.dispatch", TransactionalID: "rf.dispatch-test",
+			Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+			Topics: topics, Group: "rf.dispatch", TransactionalID: "rf.dispatch-test",
 			Endpoints: eps, Attempter: att, Policy: policy,
 			EndpointBacklog: 10 * pairs, PartitionBacklog: 100 * pairs, MaxQueueWait: time.Hour,
 		}
@@ -246,7 +246,7 @@ func TestReviewTruncatedCommitMetadataForksFollowUps(t *testing.T) {
 
 	// Crash the first owner (it leaves once the flush that took them has
 	// ended: nothing commits after it); a second one takes over and finishes.
-	d1.sess.Client().Close()
+	runningClient(t, d1).Close()
 	_, stop2 := startDispatcher(t, opts(funcAttempter(func(_ context.Context, ep *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 		if ep.ID == "hung" {
 			return AttemptResult{StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
@@ -322,8 +322,8 @@ func TestReviewAbortWhilePausedStallsPartition(t *testing.T) {
 
 	release := make(chan struct{})
 	d, _ := startDispatcher(t, DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "rs.dispatch", TransactionalID: "rs.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "rs.dispatch", TransactionalID: "rs.dispatch-test",
 		Endpoints: fakeEndpoints{"hung": testEndpoint("hung", 1), "fast": testEndpoint("fast", 4)},
 		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			if ep.ID == "hung" {
@@ -337,7 +337,7 @@ func TestReviewAbortWhilePausedStallsPartition(t *testing.T) {
 		Policy:           policy,
 		PartitionBacklog: 3,
 	})
-	paused := func() bool { return len(d.sess.Client().PauseFetchPartitions(nil)[topics.Deliveries]) == 1 }
+	paused := func() bool { return len(runningClient(t, d).PauseFetchPartitions(nil)[topics.Deliveries]) == 1 }
 	if !eventually(20*time.Second, injected.Load) {
 		close(release)
 		t.Fatal("no transaction was aborted")
@@ -371,7 +371,7 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 	q := newEndpointQueue("ep", lim)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := 0; i < 2; i++ {
-		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}})
+		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}}, now)
 	}
 	var worst time.Duration
 	for i := 2; i < 22; i++ { // a burst of 20 more, each parked for the first time
@@ -430,10 +430,10 @@ func TestReviewRetryAfterPauseIsCapped(t *testing.T) {
 // of the group that owns none (more instances than partitions, or a
 // cooperative rebalance that gives it nothing yet) is never ready.
 func TestReviewJoinedWithoutPartitions(t *testing.T) {
-	c, seeds, topics, policy := reviewCluster(t, "rj.", 1)
+	c, _, topics, policy := reviewCluster(t, "rj.", 1)
 	opts := func(txn string) DispatcherOptions {
 		return DispatcherOptions{
-			ClientOpts: []kgo.Opt{seeds}, Topics: topics, Group: "rj.dispatch", TransactionalID: txn,
+			Brokers: c.ListenAddrs(), Topics: topics, Group: "rj.dispatch", TransactionalID: txn,
 			Endpoints: fakeEndpoints{}, Attempter: newFakeAttempter(), Policy: policy,
 		}
 	}
@@ -466,7 +466,7 @@ func TestReviewJoinedWithoutPartitions(t *testing.T) {
 // the outcome rows never commit and the audit sink resolves the Sending
 // rows as interrupted (audit/sink tests).
 func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "rr.", 1)
+	c, seeds, topics, policy := reviewCluster(t, "rr.", 1)
 	prod, err := kgo.NewClient(seeds)
 	if err != nil {
 		t.Fatal(err)
@@ -478,8 +478,8 @@ func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
 	var sent atomic.Int32
 	rows := &memAttempts{}
 	d, _ := startDispatcher(t, DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "rr.dispatch", TransactionalID: "rr.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "rr.dispatch", TransactionalID: "rr.dispatch-test",
 		Endpoints: fakeEndpoints{"hung": testEndpoint("hung", 2)},
 		Attempter: funcAttempter(func(ctx context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			sent.Add(1) // the request is on the wire
@@ -490,7 +490,7 @@ func TestReviewRevokedAttemptKeepsItsRow(t *testing.T) {
 		Attempts: rows, Policy: policy,
 	})
 	waitFor(t, "two requests in flight", func() bool { return sent.Load() == 2 })
-	d.sess.Client().Close() // leaving the group revokes the partition
+	runningClient(t, d).Close() // leaving the group revokes the partition
 	if !eventually(30*time.Second, func() bool { rows.mu.Lock(); defer rows.mu.Unlock(); return len(rows.rows) == 2 }) {
 		rows.mu.Lock()
 		n := len(rows.rows)
@@ -559,7 +559,7 @@ func TestReviewFanoutLosesRecordItCannotProduce(t *testing.T) {
 // deliveries of endpoints that already have some queued are parked instead,
 // and a healthy endpoint's delivery is still sent at once.
 func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
-	_, seeds, topics, policy := reviewCluster(t, "rh.", 1)
+	c, seeds, topics, policy := reviewCluster(t, "rh.", 1)
 	eps := fakeEndpoints{"fast": testEndpoint("fast", 4)}
 	var recs []*kgo.Record
 	for _, h := range []string{"ha", "hb", "hc", "hd"} {
@@ -581,8 +581,8 @@ func TestReviewHungEndpointsStarveHealthyOneByPausingPartition(t *testing.T) {
 	var hungEndedAtFast atomic.Int32 // hung attempts that had ended when the fast delivery was sent
 	quit := make(chan struct{})      // lets the hung attempts end at cleanup (shutdown waits for them)
 	_, _ = startDispatcher(t, DispatcherOptions{
-		ClientOpts: []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
-		Topics:     topics, Group: "rh.dispatch", TransactionalID: "rh.dispatch-test",
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "rh.dispatch", TransactionalID: "rh.dispatch-test",
 		Endpoints: eps,
 		Attempter: funcAttempter(func(ctx context.Context, ep *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
 			if ep.ID != "fast" {

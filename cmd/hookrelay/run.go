@@ -138,10 +138,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
-	// newDispatcher builds a dispatcher: once here, so invalid options fail
-	// the start, and again for each restart (NewDispatcher creates the
-	// session that Run closes, so a Dispatcher runs once).
-	var newDispatcher func() (*pipeline.Dispatcher, error)
+	// The dispatcher is built once, so invalid options fail the start; its
+	// Run creates and closes its own session, so a supervisor can run it
+	// again after a non-fatal error.
 	var dispatcher *pipeline.Dispatcher
 	if cfg.Roles["dispatch"] {
 		// Keep-alive connections: up to 64 idle per endpoint host (an
@@ -172,23 +171,21 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			}
 			attemptsClient.Close()
 		}()
-		attempts := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts)
-		newDispatcher = func() (*pipeline.Dispatcher, error) {
-			return pipeline.NewDispatcher(pipeline.DispatcherOptions{
-				ClientOpts:      append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, withID("dispatch")...),
-				Topics:          topics,
-				Group:           topics.Prefix + "dispatch",
-				TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
-				Endpoints:       view,
-				Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
-				Attempts:        attempts,
-				Policy:          policy,
-				EndpointBacklog: cfg.EndpointBuffer,
-				Meter:           meter,
-				Logger:          log,
-			})
-		}
-		if dispatcher, err = newDispatcher(); err != nil {
+		dispatcher, err = pipeline.NewDispatcher(pipeline.DispatcherOptions{
+			Brokers:         cfg.Brokers,
+			KafkaOptions:    withID("dispatch"),
+			Topics:          topics,
+			Group:           topics.Prefix + "dispatch",
+			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
+			Endpoints:       view,
+			Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
+			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts),
+			Policy:          policy,
+			EndpointBacklog: cfg.EndpointBuffer,
+			Meter:           meter,
+			Logger:          log,
+		})
+		if err != nil {
 			return err
 		}
 	}
@@ -253,7 +250,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	// Every supervised stage has its readiness part before the ops server
 	// reads them.
-	for name, on := range map[string]bool{"fanout": fanout != nil, "dispatch": newDispatcher != nil,
+	for name, on := range map[string]bool{"fanout": fanout != nil, "dispatch": dispatcher != nil,
 		"retry-relay": relay != nil, "audit": newSink != nil} {
 		if on {
 			ready.stage(name)
@@ -336,22 +333,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if fanout != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "fanout", fanout.Run, supervise("fanout")) })
 		}
-		if newDispatcher == nil {
+		if dispatcher == nil {
 			ready.pipeline.Store(true)
 			log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
 			return nil
 		}
-		first := dispatcher
 		g.Go(func() error {
 			return pipeline.Supervise(gctx, "dispatch", func(ctx context.Context) error {
-				d := first
-				if first = nil; d == nil { // a Dispatcher runs once: a restart builds a new one
-					var err error
-					if d, err = newDispatcher(); err != nil {
-						return pipeline.Fatal(err)
-					}
-				}
-				return runDispatcher(ctx, d, ready, func() {
+				return runDispatcher(ctx, dispatcher, ready, func() {
 					log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
 				})
 			}, supervise("dispatch"))

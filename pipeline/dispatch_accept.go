@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
+)
+
+// accept takes one fetched record into its partition. It runs on the poll
+// loop.
+func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
+	if p.tracker.next < 0 {
+		// No committed offset: the partition started from the reset offset.
+		p.tracker.next = r.Offset
+	}
+	if !p.tracker.add(r.Offset) {
+		return // re-fetched after an aborted transaction; already held
+	}
+	if p.skip.has(r.Offset) {
+		p.tracker.done(r.Offset)
+		d.m.duplicateSkips.Add(context.Background(), 1)
+		return
+	}
+	meta, err := delivery.ParseMeta(r.Headers)
+	if err != nil {
+		d.finish(p, r.Offset, []*kgo.Record{d.deadLetter(r, "bad_headers: "+err.Error())})
+		return
+	}
+	now := d.now()
+	it := &item{off: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), meta: meta, queuedAt: now}
+	ep, ok := d.o.Endpoints.Get(meta.EndpointID)
+	if !ok {
+		ep = nil
+	}
+	if v := checkIdentity(&meta, ep); v.outcome != "" {
+		d.finish(p, r.Offset, d.refuse(it, ep, v, now))
+		return
+	}
+	if d.o.Policy.Expired(meta, now) {
+		d.finish(p, r.Offset, d.conclude(it, ep, audit.Expired, now))
+		return
+	}
+	lim, err := d.limiter(ep)
+	if err != nil {
+		d.finish(p, r.Offset, d.conclude(it, ep, audit.Abandoned, now))
+		return
+	}
+	if meta.PauseUntil.After(now) {
+		lim.Pause(d.o.Policy.CapPause(meta.PauseUntil, now)) // a 429's pause travels with parked records
+	}
+	p.mu.Lock()
+	q := p.queues[meta.EndpointID]
+	if q == nil {
+		q = newEndpointQueue(meta.EndpointID, lim)
+		p.queues[meta.EndpointID] = q
+	}
+	// Park instead of holding: the endpoint is paused past the smallest
+	// tier, its local backlog is full, or the partition's is and this
+	// endpoint already has deliveries waiting. No attempt is consumed.
+	if reason, until := d.parkReason(p, q, now); reason != "" {
+		if q.len() == 0 && q.active == 0 && !q.running {
+			delete(p.queues, q.id)
+		}
+		p.mu.Unlock()
+		d.park(p, it, reason, until, now, d.finish)
+		return
+	}
+	q.push(it, now)
+	p.backlog++
+	backlog := p.backlog
+	if !q.running {
+		q.running = true
+		p.wg.Add(1)
+		go d.pump(p, q)
+	}
+	p.mu.Unlock()
+	d.m.backlog.Add(context.Background(), 1)
+	if backlog >= d.o.PartitionBacklog*3/2 && !p.paused {
+		p.paused = true
+		d.sess.Client().PauseFetchPartitions(map[string][]int32{d.o.Topics.Deliveries: {p.id}})
+		d.m.partitionPauses.Add(context.Background(), 1)
+	}
+}
+
+// parkReason says whether a new delivery for q must be parked instead of
+// queued, and until when at least. Called with the partition lock held.
+func (d *Dispatcher) parkReason(p *partState, q *endpointQueue, now time.Time) (string, time.Time) {
+	if until := q.lim.PausedUntil(); until.Sub(now) >= d.o.Policy.MinHold() {
+		return "paused", until
+	}
+	if q.len() >= d.o.EndpointBacklog {
+		return "backlog", time.Time{}
+	}
+	if p.backlog >= d.o.PartitionBacklog && q.len() > 0 {
+		return "partition_backlog", time.Time{}
+	}
+	return "", time.Time{}
+}

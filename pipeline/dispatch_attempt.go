@@ -1,0 +1,159 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+)
+
+// attempt makes one attempt of it and reports the result. Owner: the
+// partition's wg; it holds one of the endpoint's in-flight slots.
+func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
+	defer p.wg.Done()
+	release := func() {
+		q.lim.Release()
+		p.mu.Lock()
+		q.active--
+		if q.active == 0 && !q.running && q.len() == 0 && p.queues[q.id] == q {
+			delete(p.queues, q.id)
+		}
+		p.mu.Unlock()
+		q.signal()
+	}
+	now := d.now()
+	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
+	if !ok {
+		ep = nil
+	}
+	if v := checkIdentity(&it.meta, ep); v.outcome != "" {
+		release()
+		d.complete(p, it.off, d.refuse(it, ep, v, now))
+		return
+	}
+	if d.o.Policy.Expired(it.meta, now) {
+		release()
+		d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
+		return
+	}
+	ctx := context.Background()
+	// The attempt's Sending row is durable before the request leaves, so
+	// a request that may have reached the endpoint always has a row,
+	// whenever the process dies. Without it, no request.
+	attemptID := newAttemptID()
+	faultPoint("crash-before-started")
+	if err := d.started(p, it, ep, attemptID, now); err != nil {
+		release()
+		if p.ctx.Err() != nil {
+			return // revoked: nothing sent; the next owner sends it
+		}
+		d.o.Logger.Warn("dispatch: attempt not made: its sending row was not written; delivery parked without consuming an attempt",
+			"endpoint", ep.ID, "delivery", it.meta.DeliveryID, "err", err)
+		d.park(p, it, "attempt_log", time.Time{}, now, d.complete)
+		return
+	}
+	faultPoint("crash-after-started")
+	d.m.inFlight.Add(ctx, 1)
+	res := d.o.Attempter.Attempt(p.ctx, ep, it.value, &it.meta, now)
+	d.m.inFlight.Add(ctx, -1)
+	faultPoint("crash-after-response")
+	if res.PauseUntil.After(now) {
+		q.lim.Pause(d.o.Policy.CapPause(res.PauseUntil, now))
+	}
+	release()
+	if p.ctx.Err() != nil {
+		// Revoked mid-attempt: not committed; the next owner sends it again
+		// with the same webhook-id and body. The request may have reached
+		// the endpoint, so its outcome row is still written (in the next
+		// transaction, tied to no offset).
+		d.doneMu.Lock()
+		d.loose = append(d.loose, d.attemptRecord(canceledRow(it, ep, attemptID, &res, now))...)
+		d.doneMu.Unlock()
+		return
+	}
+	d.complete(p, it.off, d.decided(it, ep, attemptID, &res, now))
+}
+
+// canceledRow is the outcome row of an attempt cut short by the revocation
+// of its partition.
+func canceledRow(it *item, ep *endpoints.Endpoint, attemptID string, res *AttemptResult, now time.Time) *audit.Attempt {
+	row := attemptRow(it, ep, audit.RetryScheduled, now)
+	row.AttemptID = attemptID
+	row.LatencyMs = res.Latency.Milliseconds()
+	row.HTTPStatus = res.StatusCode
+	row.ErrorClass = "canceled"
+	row.ErrorMessage = "partition revoked during the attempt; its next owner retries the delivery"
+	return row
+}
+
+// decided routes the result of an attempt (RetryPolicy.Decide) and returns
+// the records that follow it, to commit with the delivery's offset (see
+// flush): the outcome row, the delivery's next record (retry tier, DLQ) if
+// any, and the endpoint's new status when a 410 disables it.
+func (d *Dispatcher) decided(it *item, ep *endpoints.Endpoint, attemptID string, res *AttemptResult, now time.Time) []*kgo.Record {
+	ctx := context.Background()
+	dec := d.o.Policy.Decide(it.meta, res, res.StartedAt.Add(res.Latency), rand.Float64())
+	row := attemptRow(it, ep, dec.Outcome, now)
+	row.AttemptID = attemptID
+	row.LatencyMs = res.Latency.Milliseconds()
+	row.HTTPStatus = res.StatusCode
+	row.ErrorClass = res.ErrorClass
+	row.ErrorMessage = res.ErrorMessage
+	row.ResponseBody = res.Body
+	row.NextAttemptAt = dec.NextAttemptAt
+	d.m.attempts.Add(ctx, 1, attrOutcome(dec.Outcome))
+	d.m.attemptLatency.Record(ctx, res.Latency.Seconds())
+
+	out := d.attemptRecord(row)
+	if dec.Topic != "" {
+		out = append(out, deliveryRecord(dec.Topic, it.key, it.value, &dec.Meta))
+	}
+	if dec.Topic == d.o.Topics.DLQ {
+		d.o.Logger.Info("dispatch: delivery to the DLQ", "endpoint", ep.ID, "delivery", it.meta.DeliveryID,
+			"event", it.meta.EventID, "outcome", dec.Outcome, "attempt", it.meta.Attempt, "error", res.ErrorClass)
+	}
+	if dec.Disable {
+		out = append(out, d.disableRecord(ep, res.StatusCode, row.URLHost, now)...)
+	}
+	return out
+}
+
+// disableRecord is the endpoint-status record that disables ep after a 410
+// (status from host), or none if it does not encode (logged).
+func (d *Dispatcher) disableRecord(ep *endpoints.Endpoint, status int, host string, now time.Time) []*kgo.Record {
+	st := endpoints.Status{
+		State:         endpoints.Disabled,
+		Reason:        endpoints.ReasonGone,
+		Detail:        fmt.Sprintf("%d from %s", status, host),
+		At:            now,
+		ConfigVersion: ep.Version,
+	}
+	b, err := json.Marshal(&st)
+	if err != nil || st.Validate() != nil {
+		d.o.Logger.Error("dispatch: endpoint status not written", "endpoint", ep.ID, "err", errors.Join(err, st.Validate()))
+		return nil
+	}
+	d.o.Logger.Warn("dispatch: disabling endpoint", "endpoint", ep.ID, "reason", st.Reason, "detail", st.Detail)
+	return []*kgo.Record{{Topic: d.o.Topics.EndpointStatus, Key: []byte(ep.ID), Value: b}}
+}
+
+// started writes the Sending row of attempt attemptID of it, bounded by
+// StartTimeout. The outcome row will carry the same AttemptID, AttemptedAt
+// (now) and endpoint, so the store collapses the pair.
+func (d *Dispatcher) started(p *partState, it *item, ep *endpoints.Endpoint, attemptID string, now time.Time) error {
+	row := attemptRow(it, ep, audit.Sending, now)
+	row.AttemptID = attemptID
+	ctx, cancel := context.WithTimeout(p.ctx, d.o.StartTimeout)
+	defer cancel()
+	start := d.now()
+	err := d.o.Attempts.Started(ctx, row)
+	d.m.startLatency.Record(context.Background(), d.now().Sub(start).Seconds())
+	return err
+}

@@ -1,0 +1,41 @@
+package pipeline
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hookrelay/hookrelay/audit"
+)
+
+// outcomeAttrs holds one precomputed attribute option per outcome, so the
+// hot path allocates no attribute set per attempt.
+var outcomeAttrs = func() map[audit.Outcome]metric.MeasurementOption {
+	m := make(map[audit.Outcome]metric.MeasurementOption, len(audit.Outcomes))
+	for _, o := range audit.Outcomes {
+		m[o] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", string(o))))
+	}
+	return m
+}()
+
+func attrOutcome(o audit.Outcome) metric.MeasurementOption { return outcomeAttrs[o] }
+func attrReason(r string) attribute.KeyValue               { return attribute.String("reason", r) }
+func attrStage(s string) attribute.KeyValue                { return attribute.String("stage", s) }
+
+// registerGauges exposes in-flight requests per endpoint.
+func (d *Dispatcher) registerGauges(m metric.Meter) {
+	g, err := m.Int64ObservableGauge("hookrelay.endpoint.in_flight",
+		metric.WithDescription("HTTP attempts in flight per endpoint."))
+	if err != nil {
+		return
+	}
+	_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		d.limMu.Lock()
+		defer d.limMu.Unlock()
+		for id, l := range d.limiters {
+			o.ObserveInt64(g, int64(l.InFlight()), metric.WithAttributes(attribute.String("endpoint_id", id)))
+		}
+		return nil
+	}, g)
+}
