@@ -101,6 +101,9 @@ type DispatcherOptions struct {
 	// the broker aborts a transaction left open by a dead process.
 	// Optional. Default DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
+	// Health configures the failing-since clock, auto-disable and the
+	// operational events (see HealthOptions). Optional; defaults there.
+	Health HealthOptions
 	// Meter receives the dispatcher's metrics. Optional. Default no-op.
 	Meter metric.Meter
 	// Logger. Optional. Default slog.Default().
@@ -177,9 +180,10 @@ func (o *DispatcherOptions) validate() error {
 // the attempt's Sending row is written and awaited (see [AttemptLog]), so a
 // request that may have reached the endpoint always has a row. See docs/ARCHITECTURE.md for the goroutine map.
 type Dispatcher struct {
-	o    DispatcherOptions
-	m    *metrics
-	sess *kgo.GroupTransactSession
+	o      DispatcherOptions
+	m      *metrics
+	sess   *kgo.GroupTransactSession
+	health *healthTracker // see health.go
 
 	mu    sync.Mutex
 	parts map[int32]*partState // owned partitions of the deliveries topic
@@ -225,8 +229,14 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	health, err := newHealthTracker(o.Health)
+	if err != nil {
+		return nil, err
+	}
+	o.Endpoints = healthSource{o.Endpoints, health}
 	d := &Dispatcher{
 		o:        o,
+		health:   health,
 		m:        newMetrics(o.Meter),
 		parts:    make(map[int32]*partState),
 		limiters: make(map[string]*ratelimit.Endpoint),

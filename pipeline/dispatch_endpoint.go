@@ -3,9 +3,6 @@ package pipeline
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"time"
@@ -302,21 +299,8 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 		d.o.Logger.Info("dispatch: delivery to the DLQ", "endpoint", ep.ID, "delivery", it.meta.DeliveryID,
 			"event", it.meta.EventID, "outcome", dec.Outcome, "attempt", it.meta.Attempt, "error", res.ErrorClass)
 	}
-	if dec.Disable {
-		st := endpoints.Status{
-			State:         endpoints.Disabled,
-			Reason:        endpoints.ReasonGone,
-			Detail:        fmt.Sprintf("%d from %s", res.StatusCode, row.URLHost),
-			At:            now,
-			ConfigVersion: ep.Version,
-		}
-		if b, err := json.Marshal(&st); err == nil && st.Validate() == nil {
-			d.o.Logger.Warn("dispatch: disabling endpoint", "endpoint", ep.ID, "reason", st.Reason, "detail", st.Detail)
-			out = append(out, &kgo.Record{Topic: d.o.Topics.EndpointStatus, Key: []byte(ep.ID), Value: b})
-		} else {
-			d.o.Logger.Error("dispatch: endpoint status not written", "endpoint", ep.ID, "err", errors.Join(err, st.Validate()))
-		}
-	}
+	// The failing-since clock, auto-disable and 410 → disabled (health.go).
+	d.observeHealth(ep, &res, time.Now())
 	d.complete(p, it.off, out)
 }
 

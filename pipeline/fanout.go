@@ -121,7 +121,7 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 	}
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(o.Group),
-		kgo.ConsumeTopics(o.Topics.Events),
+		kgo.ConsumeTopics(fanoutTopics(o.Topics)...), // events and operational
 		kgo.TransactionalID(o.TransactionalID),
 		kgo.TransactionTimeout(o.TransactionTimeout),
 		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
@@ -251,6 +251,7 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
 	tenant := events.Tenant(ev)
 	eps := f.o.Endpoints.Subscribed(ev.Type(), tenant)
+	eps = f.operationalTargets(r, &ev, eps) // never to the endpoint an operational event is about
 	if len(eps) == 0 {
 		f.m.unmatched.Add(ctx, 1)
 		return out

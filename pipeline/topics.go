@@ -25,6 +25,7 @@ type Topics struct {
 	Deliveries     string // <prefix>deliveries: one record per (event, endpoint), keyed by endpoint ID
 	DLQ            string // <prefix>dlq: deliveries that ended without success
 	Attempts       string // <prefix>attempts: audit.Attempt rows keyed by endpoint (a sending row, then the outcome), for the audit sink
+	Operational    string // <prefix>operational: hookrelay's own CloudEvents about endpoint health (pipeline/operational), read by fan-out
 }
 
 // NewTopics returns the topic names under prefix ("" means
@@ -42,6 +43,7 @@ func NewTopics(prefix string) Topics {
 		Deliveries:     prefix + "deliveries",
 		DLQ:            prefix + "dlq",
 		Attempts:       prefix + "attempts",
+		Operational:    prefix + "operational",
 	}
 }
 
@@ -103,7 +105,8 @@ func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l Top
 // brokers in the cluster's metadata; existing topics are left as they are.
 //
 // Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
-// events.invalid 30 days; endpoints and endpoint-status are compacted.
+// events.invalid 30 days; endpoints and endpoint-status are compacted;
+// operational (3 partitions) keeps 7 days.
 // Tier topics use LogAppendTime so a tier is FIFO in due time.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout) error {
 	if l.Partitions <= 0 {
@@ -140,6 +143,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		{t.Deliveries, l.Partitions, base(map[string]*string{"retention.ms": &week})},
 		{t.DLQ, l.Partitions, base(map[string]*string{"retention.ms": &month})},
 		{t.Attempts, l.Partitions, base(map[string]*string{"retention.ms": &week})},
+		{t.Operational, 3, base(map[string]*string{"retention.ms": &week})},
 	}
 	for _, tt := range l.TierTopics {
 		specs = append(specs, spec{tt, l.Partitions, base(retrytiers.TierTopicConfig())})
