@@ -63,9 +63,9 @@ func opTypes(evs []opBody) string {
 // signed webhooks, never the failing endpoint itself (although it
 // subscribes to them), another tenant's subscriber or a catch-all
 // endpoint. An endpoint answering 429 for longer than the window is never
-// disabled. Then an operator enable clears the clock: the next failure
-// starts a new one (failing again, not an instant disable), and the first
-// success after it is announced as recovered.
+// disabled. Then an operator enable (announced as enabled) clears the
+// clock: the next failure starts a new one (failing again, not an instant
+// disable), and the first success after it is announced as recovered.
 func TestEndpointHealthAutoDisable(t *testing.T) {
 	h := newHarness(t, config{
 		RetrySchedule: "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s",
@@ -218,18 +218,25 @@ func TestEndpointHealthAutoDisable(t *testing.T) {
 	// announced as recovered.
 	h.cli("endpoints", "enable", "dead")
 	publish()
-	eventually(t, 60*time.Second, "a new failing event after the enable", func() (bool, string) {
+	eventually(t, 60*time.Second, "enabled, and a new failing event after the enable", func() (bool, string) {
 		evs := opEvents(t, owner)
-		return len(evs) >= 4, opTypes(evs)
+		enabled, refailed := false, false
+		for _, e := range evs[3:] {
+			switch e.Type {
+			case "hookrelay.endpoint.enabled":
+				enabled = e.Data.EndpointID == "dead"
+			case "hookrelay.endpoint.failing":
+				refailed = e.Data.FailingSince != nil && e.Data.FailingSince.After(disabledAt)
+			case "hookrelay.endpoint.disabled":
+				t.Fatalf("disabled again at once after the enable: %s", opTypes(evs))
+			}
+		}
+		return enabled && refailed, opTypes(evs)
 	})
-	evs = opEvents(t, owner)
-	if e := evs[3]; e.Type != "hookrelay.endpoint.failing" || e.Data.FailingSince == nil || e.Data.FailingSince.Before(disabledAt) {
-		t.Fatalf("after the enable: %s, failing_since %v; want failing since after the enable", opTypes(evs[3:]), e.Data.FailingSince)
-	}
 	healthy.Store(true)
 	eventually(t, 60*time.Second, "recovered", func() (bool, string) {
 		evs := opEvents(t, owner)
-		return len(evs) >= 5 && evs[4].Type == "hookrelay.endpoint.recovered", opTypes(evs)
+		return evs[len(evs)-1].Type == "hookrelay.endpoint.recovered", opTypes(evs)
 	})
 	if out := status("dead"); !strings.Contains(out, `"effective_status": "active"`) {
 		t.Errorf("dead after recovery:\n%s", out)

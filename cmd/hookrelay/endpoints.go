@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/operational"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
@@ -134,13 +135,22 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 		Short: "Stop deliveries to an endpoint (queued ones are recorded as abandoned)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
-				e, err := s.Disable(ctx, args[0], reason)
-				if err != nil {
+			var was, e *endpoints.Endpoint
+			if err := withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) (err error) {
+				if was, err = s.Get(ctx, args[0]); err != nil {
+					return err
+				}
+				if e, err = s.Disable(ctx, args[0], reason); err != nil {
 					return err
 				}
 				return printEndpoint(os.Stdout, e)
-			})
+			}); err != nil {
+				return err
+			}
+			if !was.Active() {
+				return nil
+			}
+			return publishOperational(cmd, operational.TypeEndpointDisabled, e, endpoints.ReasonOperator)
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "operator", "why, shown in list and get")
@@ -151,13 +161,22 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 		Short: "Resume deliveries to an endpoint (also clears a disable by the pipeline, e.g. after 410)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
-				e, err := s.Enable(ctx, args[0])
-				if err != nil {
+			var was, e *endpoints.Endpoint
+			if err := withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) (err error) {
+				if was, err = s.Get(ctx, args[0]); err != nil {
+					return err
+				}
+				if e, err = s.Enable(ctx, args[0]); err != nil {
 					return err
 				}
 				return printEndpoint(os.Stdout, e)
-			})
+			}); err != nil {
+				return err
+			}
+			if st, _ := was.EffectiveStatus(); st != endpoints.Disabled || !e.Active() {
+				return nil
+			}
+			return publishOperational(cmd, operational.TypeEndpointEnabled, e, endpoints.ReasonOperator)
 		},
 	}
 
