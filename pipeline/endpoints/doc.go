@@ -10,8 +10,8 @@
 // endpoint ID, value = the JSON below, a tombstone (null value) deletes.
 // `<prefix>endpoint-status` (compacted) holds the pipeline's own verdicts
 // ([Status]): key = endpoint ID, written by the dispatcher (e.g. 410 Gone →
-// disabled, reason "gone") and, later, by endpoint health (auto-disable
-// after sustained failure). Keeping them apart means a status change by the
+// disabled, reason "gone") and by endpoint health (the failing-since clock
+// in FailingSince; auto-disable, reason "failing", after sustained failure). Keeping them apart means a status change by the
 // pipeline never overwrites a concurrent config edit by an operator. The
 // caller names both topics (Config.EndpointsTopic, Config.StatusTopic); the
 // topic owner should give the endpoints topic a fixed partition count.
