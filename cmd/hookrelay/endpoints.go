@@ -539,6 +539,11 @@ func printEndpoint(w io.Writer, e *endpoints.Endpoint) error {
 	if e.PipelineStatus != nil {
 		obj["pipeline_status"] = e.PipelineStatus
 	}
+	health, _, since := e.Health()
+	obj["health"] = health
+	if since != nil {
+		obj["failing_since"] = since
+	}
 	if e.ConfigError != nil {
 		// An unusable record (written by another producer): each problem
 		// with its field; nothing is sent to it.
