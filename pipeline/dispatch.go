@@ -193,7 +193,7 @@ type Dispatcher struct {
 
 	doneMu sync.Mutex
 	done   []completion
-	loose  []*kgo.Record // attempt rows of revoked partitions; guarded by doneMu
+	loose  []*kgo.Record // attempt rows of revoked partitions, and health transitions (health.go): tied to no offset; guarded by doneMu
 	wake   chan struct{} // buffered(1): a completion is waiting
 
 	joined chan struct{} // closed at the first assignment

@@ -339,15 +339,17 @@ func (d *Dispatcher) observeHealth(ep *endpoints.Endpoint, r *AttemptResult, now
 		return
 	}
 	f := attemptFacts{version: ep.Version, gone: r.Outcome == audit.Gone, errorClass: r.ErrorClass}
-	host := ep.URL
-	if u, err := url.Parse(ep.URL); err == nil {
-		host = u.Host
-	}
-	switch {
-	case r.StatusCode > 0:
-		f.detail = fmt.Sprintf("%d from %s", r.StatusCode, host)
-	case r.ErrorClass != "":
-		f.detail = fmt.Sprintf("%s from %s", r.ErrorClass, host)
+	if sig == signalFailure {
+		host := "the endpoint"
+		if u, err := url.Parse(ep.URL); err == nil {
+			host = u.Host // never the query or userinfo (webhook.RedactURL's rule)
+		}
+		switch {
+		case r.StatusCode > 0:
+			f.detail = fmt.Sprintf("%d from %s", r.StatusCode, host)
+		case r.ErrorClass != "":
+			f.detail = fmt.Sprintf("%s from %s", r.ErrorClass, host)
+		}
 	}
 	t := d.health
 	t.mu.Lock()

@@ -349,6 +349,7 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 var emptyMeans = map[string]bool{
 	"allow-networks": true, "kafka-tls-ca": true, "kafka-sasl-mechanism": true,
 	"kafka-sasl-user": true, "kafka-sasl-password": true,
+	"failing-notify-at": true, // only the first failing event
 }
 
 // emptyHints tell what to do instead of giving a flag an empty value.
