@@ -18,6 +18,7 @@ type opBody struct {
 		FailingSince   *time.Time `json:"failing_since"`
 		Reason         string     `json:"reason"`
 		WindowFraction float64    `json:"window_fraction"`
+		OldExpireAt    *time.Time `json:"old_secrets_expire_at"`
 	} `json:"data"`
 }
 
@@ -65,7 +66,8 @@ func opTypes(evs []opBody) string {
 // endpoint. An endpoint answering 429 for longer than the window is never
 // disabled. Then an operator enable (announced as enabled) clears the
 // clock: the next failure starts a new one (failing again, not an instant
-// disable), and the first success after it is announced as recovered.
+// disable), and the first success after it is announced as recovered; a
+// secret rotation is announced as secret_rotated.
 func TestEndpointHealthAutoDisable(t *testing.T) {
 	h := newHarness(t, config{
 		RetrySchedule: "1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s,1s",
@@ -240,5 +242,17 @@ func TestEndpointHealthAutoDisable(t *testing.T) {
 	})
 	if out := status("dead"); !strings.Contains(out, `"effective_status": "active"`) {
 		t.Errorf("dead after recovery:\n%s", out)
+	}
+
+	// A rotation (`endpoints update --secret`) is announced too.
+	h.cli("endpoints", "update", "--id", "dead", "--secret", newSecret(), "--secret-overlap", "1h")
+	eventually(t, 60*time.Second, "secret_rotated", func() (bool, string) {
+		evs := opEvents(t, owner)
+		e := evs[len(evs)-1]
+		return e.Type == "hookrelay.endpoint.secret_rotated" && e.Data.EndpointID == "dead" && e.Data.OldExpireAt != nil &&
+			e.Data.OldExpireAt.After(time.Now().Add(50*time.Minute)), opTypes(evs)
+	})
+	if evs := opEvents(t, dead); len(evs) != 0 {
+		t.Errorf("the endpoint got operational events about itself: %s", opTypes(evs))
 	}
 }

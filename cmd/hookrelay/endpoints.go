@@ -63,7 +63,8 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 "endpoints enable" to resume it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			var got *endpoints.Endpoint
+			if err := withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				id, _ := cmd.Flags().GetString("id")
 				cur, err := s.Get(ctx, id)
 				if err != nil {
@@ -73,12 +74,20 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 				if err != nil {
 					return err
 				}
-				got, err := s.Put(ctx, *e)
-				if err != nil {
+				if got, err = s.Put(ctx, *e); err != nil {
 					return err
 				}
 				return printEndpoint(os.Stdout, got)
-			})
+			}); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("secret") {
+				return nil
+			}
+			// A rotation: the owner is told when the old secrets stop.
+			overlap, _ := cmd.Flags().GetDuration("secret-overlap")
+			expire := time.Now().Add(overlap)
+			return publishOperational(cmd, operational.TypeEndpointSecretRotated, got, operational.Data{OldSecretsExpireAt: &expire})
 		},
 	}
 	endpointFlags(update.Flags(), false)
@@ -150,7 +159,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 			if !was.Active() {
 				return nil
 			}
-			return publishOperational(cmd, operational.TypeEndpointDisabled, e, endpoints.ReasonOperator)
+			return publishOperational(cmd, operational.TypeEndpointDisabled, e, operational.Data{Reason: endpoints.ReasonOperator})
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "operator", "why, shown in list and get")
@@ -176,7 +185,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 			if st, _ := was.EffectiveStatus(); st != endpoints.Disabled || !e.Active() {
 				return nil
 			}
-			return publishOperational(cmd, operational.TypeEndpointEnabled, e, endpoints.ReasonOperator)
+			return publishOperational(cmd, operational.TypeEndpointEnabled, e, operational.Data{Reason: endpoints.ReasonOperator})
 		},
 	}
 

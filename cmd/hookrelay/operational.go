@@ -15,10 +15,10 @@ import (
 )
 
 // publishOperational publishes the operational event an operator's change
-// causes (enabled, disabled), for the endpoint's owner to be notified like
+// causes (enabled, disabled, secret rotated), for the endpoint's owner to be notified like
 // the pipeline's own health events. The change is already written when it
 // runs: a failure says so and is returned, so the command exits non-zero.
-func publishOperational(cmd *cobra.Command, typ string, e *endpoints.Endpoint, reason string) error {
+func publishOperational(cmd *cobra.Command, typ string, e *endpoints.Endpoint, d operational.Data) error {
 	fail := func(err error) error {
 		return fmt.Errorf("endpoint %s was changed, but its %s event was not published: %w", e.ID, typ, err)
 	}
@@ -43,7 +43,8 @@ func publishOperational(cmd *cobra.Command, typ string, e *endpoints.Endpoint, r
 	}); err != nil {
 		return fail(err)
 	}
-	ev, err := operational.New(typ, e.TenantID, time.Now(), operational.Data{EndpointID: e.ID, Reason: reason})
+	d.EndpointID = e.ID
+	ev, err := operational.New(typ, e.TenantID, time.Now(), d)
 	if err != nil {
 		return fail(err)
 	}
