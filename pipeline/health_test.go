@@ -329,3 +329,82 @@ func TestDispatcherAutoDisable(t *testing.T) {
 		t.Fatal("the 429 endpoint was never attempted")
 	}
 }
+
+// TestDispatcherHealthResumesFromStatus: a dispatcher that starts (a
+// restart, a new owner after a rebalance) continues the clock of the
+// endpoint's status record: an endpoint failing for longer than the window
+// is disabled at its first failure here, with the recorded failing_since
+// and no new failing event; one whose disable an operator write superseded
+// (an enable: Version above the record's ConfigVersion) starts a new
+// clock instead.
+func TestDispatcherHealthResumesFromStatus(t *testing.T) {
+	_, seeds, topics, policy := reviewCluster(t, "hr.", 1)
+	since := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	old := testEndpoint("old", 1)
+	old.Version = 3
+	old.PipelineStatus = &endpoints.Status{State: endpoints.Active, Reason: "failing", At: since, FailingSince: &since}
+	enabled := testEndpoint("enabled", 1)
+	enabled.Version = 8
+	enabled.PipelineStatus = &endpoints.Status{State: endpoints.Disabled, Reason: endpoints.ReasonFailing, At: since, ConfigVersion: 7, FailingSince: &since}
+	startDispatcher(t, DispatcherOptions{
+		ClientOpts:      []kgo.Opt{seeds, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics:          topics,
+		Group:           "hr.dispatch",
+		TransactionalID: "hr.dispatch-test",
+		Endpoints:       fakeEndpoints{"old": old, "enabled": enabled},
+		Attempter:       &scriptAttempter{codes: map[string]int{"old": 503, "enabled": 503}},
+		Policy:          policy,
+		Health:          HealthOptions{DisableAfter: time.Minute},
+	})
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for _, ep := range []string{"old", "enabled"} {
+		m := delivery.Meta{DeliveryID: ep + "-1", WebhookID: "msg_1", EndpointID: ep, EventType: "x", Attempt: 1}
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte(ep), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rd, err := kgo.NewClient(seeds, kgo.ConsumeTopics(topics.EndpointStatus, topics.Operational),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	status := map[string]endpoints.Status{}
+	events := map[string][]string{}
+	waitFor(t, "a status and an event for both", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if r.Topic == topics.EndpointStatus {
+				var s endpoints.Status
+				if err := json.Unmarshal(r.Value, &s); err != nil {
+					t.Fatal(err)
+				}
+				status[string(r.Key)] = s
+				return
+			}
+			var ev operational.Event
+			if err := json.Unmarshal(r.Value, &ev); err != nil {
+				t.Fatal(err)
+			}
+			events[ev.Subject] = append(events[ev.Subject], ev.Type)
+		})
+		return len(status) == 2 && len(events["old"]) > 0 && len(events["enabled"]) > 0
+	})
+	if s := status["old"]; s.State != endpoints.Disabled || s.ConfigVersion != 3 || s.FailingSince == nil || !s.FailingSince.Equal(since) {
+		t.Errorf("old: %+v; want disabled at version 3, failing since %v (the recorded clock)", s, since)
+	}
+	if fmt.Sprint(events["old"]) != "[hookrelay.endpoint.disabled]" {
+		t.Errorf("old: events %v; want only disabled", events["old"])
+	}
+	if s := status["enabled"]; s.State != endpoints.Active || s.FailingSince == nil || !s.FailingSince.After(since) {
+		t.Errorf("enabled: %+v; want a new clock (active, failing since now)", s)
+	}
+	if fmt.Sprint(events["enabled"]) != "[hookrelay.endpoint.failing]" {
+		t.Errorf("enabled: events %v; want failing", events["enabled"])
+	}
+}
