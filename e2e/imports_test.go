@@ -19,6 +19,7 @@ func TestVocabularyImportsNoMachinery(t *testing.T) {
 		{"github.com/hookrelay/hookrelay/audit", machinery},
 		{"github.com/hookrelay/hookrelay/retrytiers", machinery},
 		{"github.com/hookrelay/hookrelay/ratelimit", machinery},
+		{"github.com/hookrelay/hookrelay/pipeline/operational", machinery},
 		{"github.com/hookrelay/hookrelay/pipeline/webhook", []string{"github.com/ClickHouse/"}},
 	}
 	for _, c := range cases {

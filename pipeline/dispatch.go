@@ -101,6 +101,9 @@ type DispatcherOptions struct {
 	// the broker aborts a transaction left open by a dead process.
 	// Optional. Default DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
+	// Health configures the failing-since clock, auto-disable and the
+	// operational events (see HealthOptions). Optional; defaults there.
+	Health HealthOptions
 	// Meter receives the dispatcher's metrics. Optional. Default no-op.
 	Meter metric.Meter
 	// Logger. Optional. Default slog.Default().
@@ -232,6 +235,7 @@ type Dispatcher struct {
 	sess *kgo.GroupTransactSession  // this run's session; Run's goroutine (the poll loop) only
 	txn  *transactor                // commits on sess; poll loop only
 	live atomic.Pointer[kgo.Client] // this run's client, for tests; nil between runs
+	health *healthTracker            // failing-since clock and auto-disable (health.go)
 
 	mu         sync.Mutex
 	parts      map[int32]*partState // owned partitions of the deliveries topic; guarded by mu
@@ -242,7 +246,7 @@ type Dispatcher struct {
 
 	doneMu sync.Mutex
 	done   []completion  // attempts finished since the last flush; guarded by doneMu
-	loose  []*kgo.Record // attempt rows of revoked partitions; guarded by doneMu
+	loose  []*kgo.Record // attempt rows of revoked partitions, and health transitions (health.go): tied to no offset; guarded by doneMu
 
 	joined chan struct{} // closed at the first assignment
 	once   sync.Once
@@ -275,8 +279,14 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	health, err := newHealthTracker(o.Health)
+	if err != nil {
+		return nil, err
+	}
+	o.Endpoints = healthSource{o.Endpoints, health}
 	d := &Dispatcher{
 		o:        o,
+		health:   health,
 		m:        newMetrics(o.Meter),
 		parts:    make(map[int32]*partState),
 		limiters: make(map[string]*ratelimit.Endpoint),

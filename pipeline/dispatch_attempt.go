@@ -2,9 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -119,29 +116,9 @@ func (d *Dispatcher) decided(it *item, ep *endpoints.Endpoint, attemptID string,
 		d.o.Logger.Info("dispatch: delivery to the DLQ", "endpoint", ep.ID, "delivery", it.meta.DeliveryID,
 			"event", it.meta.EventID, "outcome", dec.Outcome, "attempt", it.meta.Attempt, "error", res.ErrorClass)
 	}
-	if dec.Disable {
-		out = append(out, d.disableRecord(ep, res.StatusCode, row.URLHost, now)...)
-	}
+	// The failing-since clock, auto-disable and 410 → disabled (health.go).
+	d.observeHealth(ep, res, d.o.Now())
 	return out
-}
-
-// disableRecord is the endpoint-status record that disables ep after a 410
-// (status from host), or none if it does not encode (logged).
-func (d *Dispatcher) disableRecord(ep *endpoints.Endpoint, status int, host string, now time.Time) []*kgo.Record {
-	st := endpoints.Status{
-		State:         endpoints.Disabled,
-		Reason:        endpoints.ReasonGone,
-		Detail:        fmt.Sprintf("%d from %s", status, host),
-		At:            now,
-		ConfigVersion: ep.Version,
-	}
-	b, err := json.Marshal(&st)
-	if err != nil || st.Validate() != nil {
-		d.o.Logger.Error("dispatch: endpoint status not written", "endpoint", ep.ID, "err", errors.Join(err, st.Validate()))
-		return nil
-	}
-	d.o.Logger.Warn("dispatch: disabling endpoint", "endpoint", ep.ID, "reason", st.Reason, "detail", st.Detail)
-	return []*kgo.Record{{Topic: d.o.Topics.EndpointStatus, Key: []byte(ep.ID), Value: b}}
 }
 
 // started writes the Sending row of attempt attemptID of it, bounded by

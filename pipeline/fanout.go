@@ -141,7 +141,7 @@ func (f *Fanout) clientOpts() []kgo.Opt {
 	return append([]kgo.Opt{
 		kgo.SeedBrokers(f.o.Brokers...),
 		kgo.ConsumerGroup(f.o.Group),
-		kgo.ConsumeTopics(f.o.Topics.Events),
+		kgo.ConsumeTopics(fanoutTopics(f.o.Topics)...), // events and operational
 		kgo.TransactionalID(f.o.TransactionalID),
 		kgo.TransactionTimeout(f.o.TransactionTimeout),
 		offsetsAfterAddOffsets(), // no abort when a transaction follows the last at once (see there)
@@ -241,6 +241,7 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
 	tenant := events.Tenant(ev)
 	eps := f.o.Endpoints.Subscribed(ev.Type(), tenant)
+	eps = f.operationalTargets(r, &ev, eps) // never to the endpoint an operational event is about
 	if len(eps) == 0 {
 		f.m.unmatched.Add(ctx, 1)
 		return out

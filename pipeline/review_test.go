@@ -42,7 +42,7 @@ func reviewCluster(t *testing.T, prefix string, partitions int32) (*kfake.Cluste
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append([]string{topics.Events, topics.Invalid, topics.Deliveries, topics.DLQ, topics.Attempts, topics.EndpointStatus}, policy.Tiers().Topics()...)
+	all := append([]string{topics.Events, topics.Invalid, topics.Deliveries, topics.DLQ, topics.Attempts, topics.EndpointStatus, topics.Operational}, policy.Tiers().Topics()...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, all...))
 	if err != nil {
 		t.Fatal(err)

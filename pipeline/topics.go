@@ -28,6 +28,7 @@ type Topics struct {
 	APIKeys        string // <prefix>apikeys: API key records (hashes only), compacted
 	Idempotency    string // <prefix>idempotency: API responses by Idempotency-Key, compacted, 24 h
 	Recoveries     string // <prefix>recoveries: API recovery records, compacted
+	Operational    string // <prefix>operational: hookrelay's own CloudEvents about endpoint health (pipeline/operational), read by fan-out
 }
 
 // NewTopics returns the topic names under prefix ("" means
@@ -48,6 +49,7 @@ func NewTopics(prefix string) Topics {
 		APIKeys:        prefix + "apikeys",
 		Idempotency:    prefix + "idempotency",
 		Recoveries:     prefix + "recoveries",
+		Operational:    prefix + "operational",
 	}
 }
 
@@ -117,10 +119,11 @@ func EnsureEndpointTopics(ctx context.Context, adm *kadm.Client, t Topics, l Top
 // with capped back-off).
 //
 // Retention: events, deliveries, tiers and attempts keep 7 days; the DLQ and
-// events.invalid 30 days; endpoints and endpoint-status are compacted.
-// apikeys and recoveries are compacted; idempotency is compacted and deleted after 24 h
-// (the API's Idempotency-Key window). Tier topics use LogAppendTime so a
-// tier is FIFO in due time.
+// events.invalid 30 days; endpoints and endpoint-status are compacted;
+// operational (3 partitions) keeps 7 days. apikeys and recoveries are
+// compacted; idempotency is compacted and deleted after 24 h (the API's
+// Idempotency-Key window). Tier topics use LogAppendTime so a tier is FIFO
+// in due time.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout) error {
 	if l.Partitions <= 0 {
 		l.Partitions = 12
@@ -159,6 +162,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		{t.APIKeys, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
 		{t.Recoveries, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
 		{t.Idempotency, 1, base(map[string]*string{"cleanup.policy": ptr("compact,delete"), "retention.ms": ptr("86400000")})},
+		{t.Operational, 3, base(map[string]*string{"retention.ms": &week})},
 	}
 	for _, tt := range l.TierTopics {
 		specs = append(specs, spec{tt, l.Partitions, base(retrytiers.TierTopicConfig())})

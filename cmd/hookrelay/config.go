@@ -48,6 +48,8 @@ type config struct {
 	MaxEventBytes  int
 	EndpointBuffer int
 	InterruptGrace time.Duration
+	DisableAfter   time.Duration
+	FailingNotify  []float64
 }
 
 // setting is one configurable value: its flag, its environment variable, its
@@ -75,6 +77,8 @@ var settings = []setting{
 	{"retry-schedule", "HOOKRELAY_RETRY_SCHEDULE", retrytiers.DefaultSchedule().String(), "delays after each failed attempt, comma-separated durations; attempts = delays + 1"},
 	{"queue-ttl", "HOOKRELAY_QUEUE_TTL", pipeline.DefaultQueueTTL.String(), "events older than this are not attempted (expired, to the DLQ)"},
 	{"group-session-timeout", "HOOKRELAY_GROUP_SESSION_TIMEOUT", defaultSessionTimeout.String(), "consumer-group session timeout: how long a dead instance keeps its partitions (a restart with the same instance ID within it keeps them without a rebalance); 6s..5m"},
+	{"disable-after", "HOOKRELAY_DISABLE_AFTER", pipeline.DefaultDisableAfter.String(), "disable an endpoint (reason failing) after it has failed this long without a success; 429s never count. Default 72h, between the seeds' 24 h and 3 days: it outlasts the retry schedule (~26 h) and the queue TTL (48 h), so a disable never cuts a delivery's retries short, and a weekend outage does not disable"},
+	{"failing-notify-at", "HOOKRELAY_FAILING_NOTIFY_AT", "0.5,0.9", "fractions of --disable-after, comma-separated, each in (0,1) and increasing, at which another hookrelay.endpoint.failing event is sent (empty: only the first)"},
 	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit,api", "stages this process runs, comma-separated: fanout, dispatch, retry, audit, api"},
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
@@ -204,6 +208,20 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	// group.max.session.timeout.ms 30 min; we keep it well inside.
 	if c.SessionTimeout, err = time.ParseDuration(get("group-session-timeout")); err != nil || c.SessionTimeout < 6*time.Second || c.SessionTimeout > 5*time.Minute {
 		return nil, bad("group-session-timeout", fmt.Errorf("must be a duration from 6s to 5m, got %q", get("group-session-timeout")))
+	}
+	if c.DisableAfter, err = time.ParseDuration(get("disable-after")); err != nil || c.DisableAfter <= 0 {
+		return nil, bad("disable-after", fmt.Errorf("must be a positive duration, got %q", get("disable-after")))
+	}
+	c.FailingNotify = []float64{}
+	for _, f := range strings.Split(get("failing-notify-at"), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || !(v > 0 && v < 1) || (len(c.FailingNotify) > 0 && v <= c.FailingNotify[len(c.FailingNotify)-1]) {
+			return nil, bad("failing-notify-at", fmt.Errorf("want increasing fractions in (0,1), e.g. 0.5,0.9; got %q", get("failing-notify-at")))
+		}
+		c.FailingNotify = append(c.FailingNotify, v)
 	}
 	c.Roles = map[string]bool{}
 	for _, r := range strings.Split(get("roles"), ",") {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/operational"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
@@ -62,7 +63,8 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 "endpoints enable" to resume it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
+			var got *endpoints.Endpoint
+			if err := withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
 				id, _ := cmd.Flags().GetString("id")
 				cur, err := s.Get(ctx, id)
 				if err != nil {
@@ -72,12 +74,20 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 				if err != nil {
 					return err
 				}
-				got, err := s.Put(ctx, *e)
-				if err != nil {
+				if got, err = s.Put(ctx, *e); err != nil {
 					return err
 				}
 				return printEndpoint(os.Stdout, got)
-			})
+			}); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("secret") {
+				return nil
+			}
+			// A rotation: the owner is told when the old secrets stop.
+			overlap, _ := cmd.Flags().GetDuration("secret-overlap")
+			expire := time.Now().Add(overlap)
+			return publishOperational(cmd, operational.TypeEndpointSecretRotated, got, operational.Data{OldSecretsExpireAt: &expire})
 		},
 	}
 	endpointFlags(update.Flags(), false)
@@ -134,13 +144,22 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 		Short: "Stop deliveries to an endpoint (queued ones are recorded as abandoned)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
-				e, err := s.Disable(ctx, args[0], reason)
-				if err != nil {
+			var was, e *endpoints.Endpoint
+			if err := withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) (err error) {
+				if was, err = s.Get(ctx, args[0]); err != nil {
+					return err
+				}
+				if e, err = s.Disable(ctx, args[0], reason); err != nil {
 					return err
 				}
 				return printEndpoint(os.Stdout, e)
-			})
+			}); err != nil {
+				return err
+			}
+			if !was.Active() {
+				return nil
+			}
+			return publishOperational(cmd, operational.TypeEndpointDisabled, e, operational.Data{Reason: endpoints.ReasonOperator})
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "operator", "why, shown in list and get")
@@ -151,13 +170,22 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 		Short: "Resume deliveries to an endpoint (also clears a disable by the pipeline, e.g. after 410)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) error {
-				e, err := s.Enable(ctx, args[0])
-				if err != nil {
+			var was, e *endpoints.Endpoint
+			if err := withWritableStore(cmd, func(ctx context.Context, s *endpoints.Store) (err error) {
+				if was, err = s.Get(ctx, args[0]); err != nil {
+					return err
+				}
+				if e, err = s.Enable(ctx, args[0]); err != nil {
 					return err
 				}
 				return printEndpoint(os.Stdout, e)
-			})
+			}); err != nil {
+				return err
+			}
+			if st, _ := was.EffectiveStatus(); st != endpoints.Disabled || !e.Active() {
+				return nil
+			}
+			return publishOperational(cmd, operational.TypeEndpointEnabled, e, operational.Data{Reason: endpoints.ReasonOperator})
 		},
 	}
 
@@ -330,6 +358,7 @@ func checkFlagValues(fs *pflag.FlagSet) error {
 var emptyMeans = map[string]bool{
 	"allow-networks": true, "kafka-tls-ca": true, "kafka-sasl-mechanism": true,
 	"kafka-sasl-user": true, "kafka-sasl-password": true,
+	"failing-notify-at": true, // only the first failing event
 }
 
 // emptyHints tell what to do instead of giving a flag an empty value.
@@ -523,6 +552,11 @@ func printEndpoint(w io.Writer, e *endpoints.Endpoint) error {
 	}
 	if e.PipelineStatus != nil {
 		obj["pipeline_status"] = e.PipelineStatus
+	}
+	health, _, since := e.Health()
+	obj["health"] = health
+	if since != nil {
+		obj["failing_since"] = since
 	}
 	if e.ConfigError != nil {
 		// An unusable record (written by another producer): each problem

@@ -131,6 +131,7 @@ func TestRefuseEmptyFlags(t *testing.T) {
 		{runCmd, []string{"--http-addr", ""}, "--http-addr"},
 		{runCmd, []string{"--retry-schedule", ""}, "--retry-schedule"},
 		{runCmd, []string{"--allow-networks", ""}, ""},
+		{runCmd, []string{"--failing-notify-at", ""}, ""},
 		{runCmd, []string{"--kafka-sasl-mechanism", ""}, ""},
 		{publishCmd, []string{"--type", "a.b"}, ""},
 	} {
@@ -158,6 +159,11 @@ func TestLoadConfigRefusesUnusable(t *testing.T) {
 		{[]string{"--http-addr", " "}, "--http-addr"},
 		{[]string{"--topic-prefix", "a b/"}, "--topic-prefix"},
 		{[]string{"--allow-networks", "127.0.0.1/33"}, "--allow-networks"},
+		{[]string{"--disable-after", "0s"}, "--disable-after"},
+		{[]string{"--disable-after", "3 days"}, "--disable-after"},
+		{[]string{"--failing-notify-at", "0.5,0.4"}, "--failing-notify-at"},
+		{[]string{"--failing-notify-at", "1"}, "--failing-notify-at"},
+		{[]string{"--failing-notify-at", "half"}, "--failing-notify-at"},
 	} {
 		c := runCmd()
 		if err := c.ParseFlags(tt.args); err != nil {

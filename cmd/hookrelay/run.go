@@ -182,6 +182,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts),
 			Policy:          policy,
 			EndpointBacklog: cfg.EndpointBuffer,
+			Health:          pipeline.HealthOptions{DisableAfter: cfg.DisableAfter, FailingNotifyAt: cfg.FailingNotify},
 			Meter:           meter,
 			Logger:          log,
 		})

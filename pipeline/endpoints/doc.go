@@ -9,10 +9,11 @@
 // `<prefix>endpoints` (compacted) holds the operator's configuration: key =
 // endpoint ID, value = the JSON below, a tombstone (null value) deletes.
 // `<prefix>endpoint-status` (compacted) holds the pipeline's own verdicts
-// ([Status]): key = endpoint ID, written by the dispatcher (e.g. 410 Gone →
-// disabled, reason "gone") and, later, by endpoint health (auto-disable
-// after sustained failure). Keeping them apart means a status change by the
-// pipeline never overwrites a concurrent config edit by an operator. The
+// ([Status]): key = endpoint ID, written by the dispatcher's endpoint
+// health (the failing-since clock in FailingSince; disabled, reason
+// "failing", after sustained failure; disabled, reason "gone", after a
+// 410). Keeping them apart means a status change by the pipeline never
+// overwrites a concurrent config edit by an operator. The
 // caller names both topics (Config.EndpointsTopic, Config.StatusTopic); the
 // topic owner should give the endpoints topic a fixed partition count.
 //

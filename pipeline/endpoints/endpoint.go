@@ -68,7 +68,7 @@ func (s State) Valid() bool { return s == Active || s == Disabled }
 // fields are free-form short codes; these are the ones hookrelay writes.
 const (
 	ReasonGone     = "gone"     // the endpoint answered 410 (delivery-path issue)
-	ReasonFailing  = "failing"  // sustained failure (later: endpoint health)
+	ReasonFailing  = "failing"  // failing for HOOKRELAY_DISABLE_AFTER without a success (endpoint health)
 	ReasonOperator = "operator" // disabled in the config without a reason
 )
 
@@ -191,9 +191,13 @@ type Status struct {
 	// any later operator write of the endpoint supersedes it. Required for
 	// State Disabled.
 	ConfigVersion int64 `json:"config_version,omitempty"`
-	// FailingSince is when the endpoint started failing without a success
-	// in between (for the endpoint-health issue: auto-disable after a
-	// sustained failure). Optional.
+	// FailingSince is the time of the endpoint's first failed attempt
+	// without a success since (the failing-since clock of endpoint health,
+	// pipeline/health.go): set on a record with State Active while the
+	// endpoint is failing, and on the Disabled record that ends it (reason
+	// "failing"). Nil when healthy. A Disabled record superseded by a later
+	// config write (an enable) no longer applies, and neither does its
+	// FailingSince. Optional.
 	FailingSince *time.Time `json:"failing_since,omitempty"`
 }
 
