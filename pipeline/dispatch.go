@@ -230,12 +230,12 @@ func (o *DispatcherOptions) validate() error {
 // while holding d.doneMu. The poll-loop-only fields (partState.tracker, out,
 // paused; d.orphans, d.nextFlushAt) need no lock.
 type Dispatcher struct {
-	o    DispatcherOptions
-	m    *metrics
-	sess *kgo.GroupTransactSession  // this run's session; Run's goroutine (the poll loop) only
-	txn  *transactor                // commits on sess; poll loop only
-	live atomic.Pointer[kgo.Client] // this run's client, for tests; nil between runs
-	health *healthTracker            // failing-since clock and auto-disable (health.go)
+	o      DispatcherOptions
+	m      *metrics
+	sess   *kgo.GroupTransactSession  // this run's session; Run's goroutine (the poll loop) only
+	txn    *transactor                // commits on sess; poll loop only
+	live   atomic.Pointer[kgo.Client] // this run's client, for tests; nil between runs
+	health *healthTracker             // failing-since clock and auto-disable (health.go)
 
 	mu         sync.Mutex
 	parts      map[int32]*partState // owned partitions of the deliveries topic; guarded by mu
