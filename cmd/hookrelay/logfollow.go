@@ -86,6 +86,13 @@ func followLog(ctx context.Context, cfg *config, endpoint, event string, out, st
 			if a.EndpointID != endpoint || (event != "" && a.EventID != event) {
 				return
 			}
+			if a.Outcome == audit.Sending {
+				// The durable note written before a request; its outcome
+				// follows on the same partition. An attempt is shown once,
+				// when its outcome commits (an interrupted one, resolved
+				// by the audit sink, shows in `hookrelay log`).
+				return
+			}
 			_, werr = fmt.Fprintln(out, followLine(a))
 		})
 		if werr != nil {
