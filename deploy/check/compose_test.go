@@ -35,16 +35,16 @@ func loadCompose(t *testing.T, profiles ...string) *types.Project {
 func TestCompose(t *testing.T) {
 	p := loadCompose(t)
 	want := []string{"kafka-1", "kafka-2", "kafka-3", "clickhouse", "hookrelay-ingest", "hookrelay-sink",
-		"receiver", "otel-collector", "prometheus", "grafana"}
+		"hookrelay-api", "receiver", "otel-collector", "prometheus", "grafana"}
 	if got := p.ServiceNames(); !sameSet(got, want) {
 		t.Fatalf("services without a profile = %v, want %v", got, want)
 	}
-	if _, ok := p.DisabledServices["hookrelay-api"]; !ok {
-		t.Error("hookrelay-api is not behind a profile (disabled by default until the api role exists)")
+	if len(p.DisabledServices) != 0 {
+		t.Errorf("services behind a profile: %v; every role group runs by default", keys(p.DisabledServices))
 	}
 	// Every service with a shell-capable image has a health check; the two
 	// without say why in compose.yaml.
-	noHealth := map[string]bool{"hookrelay-ingest": true, "hookrelay-sink": true, "otel-collector": true}
+	noHealth := map[string]bool{"hookrelay-ingest": true, "hookrelay-sink": true, "hookrelay-api": true, "otel-collector": true}
 	for name, s := range p.Services {
 		if s.Image == "" || !imagePinned(s.Image) {
 			t.Errorf("%s: image %q is not pinned", name, s.Image)
@@ -97,7 +97,7 @@ func TestCompose(t *testing.T) {
 
 	// hookrelay role groups: the roles, the replicated topic layout, and
 	// start-up after every broker is healthy.
-	roles := map[string]string{"hookrelay-ingest": "fanout,dispatch,retry", "hookrelay-sink": "audit"}
+	roles := map[string]string{"hookrelay-ingest": "fanout,dispatch,retry", "hookrelay-sink": "audit", "hookrelay-api": "api"}
 	for name, r := range roles {
 		s := p.Services[name]
 		env := s.Environment
@@ -105,6 +105,11 @@ func TestCompose(t *testing.T) {
 			"HOOKRELAY_ROLES": r, "HOOKRELAY_REPLICATION_FACTOR": "3", "HOOKRELAY_MIN_INSYNC_REPLICAS": "2",
 			"HOOKRELAY_BROKERS": "kafka-1:9092,kafka-2:9092,kafka-3:9092", "HOOKRELAY_HTTP_ADDR": "0.0.0.0:8080",
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector:4318",
+			// The settings users tune, at hookrelay's defaults (README.md's table).
+			"HOOKRELAY_GROUP_SESSION_TIMEOUT": readmeDefault(t, "HOOKRELAY_GROUP_SESSION_TIMEOUT"),
+			"HOOKRELAY_DISABLE_AFTER":         readmeDefault(t, "HOOKRELAY_DISABLE_AFTER"),
+			"HOOKRELAY_FAILING_NOTIFY_AT":     readmeDefault(t, "HOOKRELAY_FAILING_NOTIFY_AT"),
+			"HOOKRELAY_AUDIT_INTERRUPT_GRACE": readmeDefault(t, "HOOKRELAY_AUDIT_INTERRUPT_GRACE"),
 		} {
 			if got := env[k]; got == nil || *got != v {
 				t.Errorf("%s: %s = %v, want %s", name, k, deref(got), v)
@@ -142,14 +147,43 @@ func TestCompose(t *testing.T) {
 	}
 }
 
-func TestComposeAPIProfile(t *testing.T) {
-	p := loadCompose(t, "api")
+// TestComposeAPI: the api group runs by default, listens off loopback on
+// the published port, waits for the brokers and ClickHouse, and has no API
+// key in its environment (keys are created with `hookrelay apikeys create`).
+func TestComposeAPI(t *testing.T) {
+	p := loadCompose(t)
 	s, ok := p.Services["hookrelay-api"]
 	if !ok {
-		t.Fatal("hookrelay-api missing with --profile api")
+		t.Fatal("hookrelay-api is not a default service")
 	}
-	if got := deref(s.Environment["HOOKRELAY_ROLES"]); got != "api" {
-		t.Errorf("hookrelay-api: HOOKRELAY_ROLES = %q, want api", got)
+	if got := deref(s.Environment["HOOKRELAY_API_ADDR"]); got != "0.0.0.0:8088" {
+		t.Errorf("hookrelay-api: HOOKRELAY_API_ADDR = %q, want 0.0.0.0:8088 (the default is loopback, unreachable from outside the container)", got)
+	}
+	var published bool
+	for _, port := range s.Ports {
+		published = published || port.Target == 8088 && port.Published != ""
+	}
+	if !published {
+		t.Errorf("hookrelay-api does not publish the API port 8088: %+v", s.Ports)
+	}
+	if s.DependsOn["clickhouse"].Condition != types.ServiceConditionHealthy {
+		t.Error("hookrelay-api does not wait for ClickHouse to be healthy (it reads the delivery log)")
+	}
+	for name, svc := range p.Services {
+		for k := range svc.Environment {
+			if strings.Contains(k, "API_KEY") || strings.Contains(k, "ADMIN_KEY") {
+				t.Errorf("%s: %s: API keys are created with `hookrelay apikeys create`, not passed in the environment", name, k)
+			}
+		}
+	}
+	// The first key is created with a one-off container of this service
+	// (the command documented in compose.yaml): it needs the image's
+	// entrypoint to be hookrelay.
+	if !strings.Contains(readFile(t, "deploy", "compose", "compose.yaml"), "run --rm hookrelay-api apikeys create --admin") {
+		t.Error("compose.yaml does not document creating the first admin key (run --rm hookrelay-api apikeys create --admin)")
+	}
+	if ep := readFile(t, "deploy", "docker", "Dockerfile"); !strings.Contains(ep, `ENTRYPOINT ["/hookrelay"]`) {
+		t.Error(`the image's entrypoint is not ["/hookrelay"]: the documented "run --rm hookrelay-api apikeys …" would not run hookrelay`)
 	}
 }
 

@@ -242,8 +242,15 @@ func checkStatefulSet(t *testing.T, m *manifests, name string, s *appsv1.Statefu
 	if hasCH != needCH {
 		t.Errorf("%s (roles %v): HOOKRELAY_CLICKHOUSE set = %v, want %v (only groups that use ClickHouse get its credentials)", name, roles, hasCH, needCH)
 	}
-	// Credentials come from Secrets, never as literal values.
-	for _, k := range []string{"HOOKRELAY_CLICKHOUSE", "HOOKRELAY_KAFKA_SASL_PASSWORD", "HOOKRELAY_API_ADMIN_KEY"} {
+	// Credentials come from Secrets, never as literal values. API keys are
+	// not credentials of the pods at all: they are created with `hookrelay
+	// apikeys create` and kept hashed in Kafka.
+	for k := range env {
+		if strings.Contains(k, "API_KEY") || strings.Contains(k, "ADMIN_KEY") {
+			t.Errorf("%s: env %s: no API key is passed to the pods", name, k)
+		}
+	}
+	for _, k := range []string{"HOOKRELAY_CLICKHOUSE", "HOOKRELAY_KAFKA_SASL_PASSWORD"} {
 		e, ok := env[k]
 		if !ok {
 			continue
@@ -307,6 +314,38 @@ func checkStatefulSet(t *testing.T, m *manifests, name string, s *appsv1.Statefu
 		if !ok || len(api.Spec.Ports) != 1 || api.Spec.Ports[0].TargetPort.String() != "api" || !selects(api.Spec.Selector, pod.Labels) {
 			t.Errorf("%s runs the api role without a Service for it: %+v", name, api)
 		}
+		// The Service's target port is the container's API port, which is
+		// where HOOKRELAY_API_ADDR listens, off loopback.
+		var port int32
+		for _, p := range c.Ports {
+			if p.Name == "api" {
+				port = p.ContainerPort
+			}
+		}
+		if port == 0 || env["HOOKRELAY_API_ADDR"].Value != fmt.Sprintf("0.0.0.0:%d", port) {
+			t.Errorf("%s: HOOKRELAY_API_ADDR = %q, container port api = %d: the API must listen on 0.0.0.0 at the api port",
+				name, env["HOOKRELAY_API_ADDR"].Value, port)
+		}
+		// Ready once Kafka and the endpoints view are (/readyz of the ops
+		// port, checked above), not when ClickHouse is: the API answers
+		// 503 on delivery-log reads meanwhile and serves everything else.
+		if p := c.ReadinessProbe; p != nil && p.HTTPGet != nil && p.HTTPGet.Port.String() == "api" {
+			t.Errorf("%s: readiness probe on the API port, want /readyz on the ops port", name)
+		}
+		// With a network policy, the API port is open to its clients.
+		for _, np := range m.netpol {
+			var open bool
+			for _, in := range np.Spec.Ingress {
+				for _, p := range in.Ports {
+					open = open || p.Port != nil && p.Port.String() == "api"
+				}
+			}
+			if !open {
+				t.Errorf("%s runs the api role but NetworkPolicy %s opens no ingress to its api port", name, np.Name)
+			}
+		}
+	} else if _, ok := env["HOOKRELAY_API_ADDR"]; ok {
+		t.Errorf("%s (roles %v): HOOKRELAY_API_ADDR set without the api role", name, roles)
 	}
 }
 
@@ -435,27 +474,52 @@ func checkPrometheusRule(t *testing.T, m *manifests, r *unstructured.Unstructure
 	}
 }
 
-// TestChartDefaults pins what the defaults render: the two groups, api off,
-// no optional objects.
+// TestChartDefaults pins what the defaults render: the three groups (the
+// api one with its Service), hookrelay's own defaults for the settings left
+// empty, no optional objects.
 func TestChartDefaults(t *testing.T) {
 	m := decode(t, render(t, filepath.Join(chartDir, "ci", "default-values.yaml")))
-	if got := keys(m.sts); !sameSet(got, []string{"rel-hookrelay-ingest", "rel-hookrelay-sink"}) {
-		t.Errorf("StatefulSets = %v, want ingest and sink", got)
+	if got := keys(m.sts); !sameSet(got, []string{"rel-hookrelay-ingest", "rel-hookrelay-sink", "rel-hookrelay-api"}) {
+		t.Errorf("StatefulSets = %v, want ingest, sink and api", got)
 	}
 	if len(m.monitors)+len(m.rules)+len(m.netpol)+len(m.deploy) != 0 {
 		t.Error("optional objects (ServiceMonitor, PrometheusRule, NetworkPolicy, collector) rendered by default")
 	}
-	for name := range m.svc {
-		if strings.HasSuffix(name, "-api") {
-			t.Errorf("API Service %s rendered while the api group is disabled", name)
+	if svc, ok := m.svc["rel-hookrelay-api-api"]; !ok || svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.Ports[0].Port != 8088 {
+		t.Errorf("API Service rel-hookrelay-api-api: %+v, want ClusterIP on 8088", svc)
+	}
+	envOf := func(sts string) map[string]string {
+		s, ok := m.sts[sts]
+		if !ok {
+			t.Fatalf("StatefulSet %s not rendered", sts)
 		}
+		env := map[string]string{}
+		for _, e := range s.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		return env
 	}
-	env := map[string]string{}
-	for _, e := range m.sts["rel-hookrelay-ingest"].Spec.Template.Spec.Containers[0].Env {
-		env[e.Name] = e.Value
-	}
+	env := envOf("rel-hookrelay-ingest")
 	if env["HOOKRELAY_ROLES"] != "fanout,dispatch,retry" || env["HOOKRELAY_REPLICATION_FACTOR"] != "3" || env["HOOKRELAY_MIN_INSYNC_REPLICAS"] != "2" {
 		t.Errorf("ingest env = %v, want roles fanout,dispatch,retry on RF 3, min ISR 2", env)
+	}
+	// Empty settings are left to hookrelay; the notify fractions are always
+	// set (an empty list means "only the first event") and default to
+	// hookrelay's.
+	for _, v := range []string{"HOOKRELAY_GROUP_SESSION_TIMEOUT", "HOOKRELAY_DISABLE_AFTER", "HOOKRELAY_AUDIT_INTERRUPT_GRACE"} {
+		if got, ok := env[v]; ok {
+			t.Errorf("ingest: %s = %q by default, want it unset (hookrelay's default, %s)", v, got, readmeDefault(t, v))
+		}
+	}
+	if got, want := env["HOOKRELAY_FAILING_NOTIFY_AT"], readmeDefault(t, "HOOKRELAY_FAILING_NOTIFY_AT"); got != want {
+		t.Errorf("ingest: HOOKRELAY_FAILING_NOTIFY_AT = %q, want hookrelay's default %q", got, want)
+	}
+	if api := envOf("rel-hookrelay-api"); api["HOOKRELAY_ROLES"] != "api" || api["HOOKRELAY_API_ADDR"] != "0.0.0.0:8088" {
+		t.Errorf("api env = %v, want role api on 0.0.0.0:8088", api)
+	}
+	// The chart's Secret holds the ClickHouse DSN only: no API key.
+	if sec, ok := m.secret["rel-hookrelay"]; !ok || len(sec.Data) != 1 || sec.Data["clickhouse-dsn"] == nil {
+		t.Errorf("chart Secret = %v, want only clickhouse-dsn", sec)
 	}
 }
 
@@ -467,6 +531,23 @@ func TestChartFull(t *testing.T) {
 	}
 	if _, ok := m.sts["rel-hookrelay-api"]; !ok {
 		t.Error("api group enabled but no StatefulSet")
+	}
+	if svc := m.svc["rel-hookrelay-api-api"]; svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.Ports[0].Port != 443 {
+		t.Errorf("API Service = %+v, want api.service type LoadBalancer on 443", svc)
+	}
+	// Every setting reaches every pod as its variable.
+	for name, s := range m.sts {
+		env := map[string]string{}
+		for _, e := range s.Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		for k, v := range map[string]string{"HOOKRELAY_GROUP_SESSION_TIMEOUT": "20s", "HOOKRELAY_DISABLE_AFTER": "24h",
+			"HOOKRELAY_FAILING_NOTIFY_AT": "0.25,0.5,0.75", "HOOKRELAY_AUDIT_INTERRUPT_GRACE": "5m",
+			"HOOKRELAY_QUEUE_TTL": "72h", "HOOKRELAY_RETRY_SCHEDULE": "30s,2m,10m,1h,6h"} {
+			if env[k] != v {
+				t.Errorf("%s: %s = %q, want %q (from config.*)", name, k, env[k], v)
+			}
+		}
 	}
 	if _, ok := m.deploy["rel-hookrelay-otel-collector"]; !ok {
 		t.Error("otelCollector enabled but no collector Deployment")
