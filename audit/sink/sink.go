@@ -166,12 +166,15 @@ const (
 // and a lag metric that counts the held rows. Within one insert the sink
 // keeps only the last row per AttemptID.
 //
-// A Sink runs once: create it with New, call Run.
+// New only validates; each call of Run creates its own Kafka client and
+// closes it before returning, so Run may be called again after it returned
+// (never concurrently), e.g. by a supervisor restarting it.
 type Sink struct {
-	opts   Options
-	client *kgo.Client
-	log    *slog.Logger
-	ran    atomic.Bool
+	opts    Options
+	log     *slog.Logger
+	running atomic.Bool // a Run is running
+
+	client *kgo.Client // the current run's; Run's goroutine only
 
 	// notReady is why the store does not accept writes now; nil when it
 	// does. Written by Run's goroutine, read by Ready.
@@ -182,6 +185,7 @@ type Sink struct {
 	mRows                                             metric.Int64Histogram
 	mInsertDuration                                   metric.Float64Histogram
 
+	// Per-run state, reset when a run starts (see resetRun).
 	lagMu sync.Mutex
 	ends  map[int32]int64 // partition -> last stable offset seen
 	next  map[int32]int64 // partition -> first offset not yet committed
@@ -209,8 +213,10 @@ type held struct {
 	expiry time.Time // when InterruptGrace has passed
 }
 
-// New validates opts and creates the Kafka client (no I/O until Run).
-// Errors name the field.
+// New validates opts (KafkaOptions included) and fills in the defaults.
+// Errors name the field. It creates no client, starts no goroutine and
+// holds nothing to close: Run does. The metrics are registered here, once
+// per Sink.
 func New(opts Options) (*Sink, error) {
 	switch {
 	case len(opts.Brokers) == 0:
@@ -259,14 +265,23 @@ func New(opts Options) (*Sink, error) {
 		parts: make(map[int32]*partition),
 	}
 	s.setNotReady(errNotStarted)
+	if err := kgo.ValidateOpts(s.clientOpts()...); err != nil {
+		return nil, fmt.Errorf("audit: Options.KafkaOptions: %w", err)
+	}
 	if err := s.initMetrics(); err != nil {
 		return nil, fmt.Errorf("audit: Options.Meter: %w", err)
 	}
-	forget := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { s.forget(lost[opts.Topic]) }
-	kopts := append([]kgo.Opt{
-		kgo.SeedBrokers(opts.Brokers...),
-		kgo.ConsumerGroup(opts.Group),
-		kgo.ConsumeTopics(opts.Topic),
+	return s, nil
+}
+
+// clientOpts are the options of each run's client: the sink's own, then
+// KafkaOptions.
+func (s *Sink) clientOpts() []kgo.Opt {
+	forget := func(_ context.Context, _ *kgo.Client, lost map[string][]int32) { s.forget(lost[s.opts.Topic]) }
+	return append([]kgo.Opt{
+		kgo.SeedBrokers(s.opts.Brokers...),
+		kgo.ConsumerGroup(s.opts.Group),
+		kgo.ConsumeTopics(s.opts.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
@@ -274,13 +289,7 @@ func New(opts Options) (*Sink, error) {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(forget),
 		kgo.OnPartitionsLost(forget),
-	}, opts.KafkaOptions...)
-	client, err := kgo.NewClient(kopts...)
-	if err != nil {
-		return nil, fmt.Errorf("audit: sink Kafka client: %w", err)
-	}
-	s.client = client
-	return s, nil
+	}, s.opts.KafkaOptions...)
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -550,16 +559,29 @@ func lastPerAttempt(rows []audit.Attempt) []audit.Attempt {
 	return rows[keep:]
 }
 
-// Run consumes until ctx is canceled, then flushes what it holds (bounded by
-// ShutdownTimeout), leaves the group and closes the client. It returns nil
-// after a cancellation, and an error only if the Kafka client was closed
-// under it or Run was called twice. Records not committed when Run returns
-// are consumed again by the next sink of the group.
+// Run creates the run's Kafka client, consumes until ctx is canceled, then
+// flushes what it holds (bounded by ShutdownTimeout), leaves the group and
+// closes the client. It returns nil after a cancellation, and an error only
+// if the Kafka client was closed under it or another Run of s is running.
+// Records not committed when Run returns are consumed again by the next run
+// (of this Sink or another of the group). Run may be called again after it
+// returned: each run starts from the group's committed offsets, not ready
+// until its Prepare succeeds, with no partition state of the last run.
 func (s *Sink) Run(ctx context.Context) error {
-	if !s.ran.CompareAndSwap(false, true) {
-		return errors.New("audit: Sink.Run called twice")
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("audit: Sink.Run called while another Run of the Sink is running")
 	}
-	defer s.client.CloseAllowingRebalance()
+	defer s.running.Store(false)
+	s.resetRun()
+	client, err := kgo.NewClient(s.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("audit: sink Kafka client: %w", err)
+	}
+	s.client = client
+	defer func() {
+		client.CloseAllowingRebalance() // its revoke callbacks still reach s.forget
+		s.client = nil
+	}()
 	if !s.prepare(ctx) {
 		return nil
 	}
@@ -599,6 +621,18 @@ func (s *Sink) Run(ctx context.Context) error {
 			s.client.AllowRebalance()
 		}
 	}
+}
+
+// resetRun resets the per-run state before a run creates its client (whose
+// callbacks fill it): not ready, no partition owned, no row held.
+func (s *Sink) resetRun() {
+	s.setNotReady(errNotStarted)
+	s.lagMu.Lock()
+	s.ends = make(map[int32]int64)
+	s.next = make(map[int32]int64)
+	s.lost = nil
+	s.lagMu.Unlock()
+	s.parts = make(map[int32]*partition)
 }
 
 // prepare calls Options.Prepare until it succeeds (with the insert

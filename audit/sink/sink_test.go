@@ -327,6 +327,7 @@ func TestNewSinkOptions(t *testing.T) {
 		"BatchRows":       func(o *sink.Options) { o.BatchRows = -1 },
 		"FlushInterval":   func(o *sink.Options) { o.FlushInterval = -time.Second },
 		"MaxRetryBackoff": func(o *sink.Options) { o.RetryBackoff, o.MaxRetryBackoff = time.Minute, time.Second },
+		"KafkaOptions":    func(o *sink.Options) { o.KafkaOptions = []kgo.Opt{kgo.MaxProduceRequestsInflightPerBroker(2)} }, // needs idempotency off
 	} {
 		o := ok
 		mutate(&o)
@@ -343,8 +344,47 @@ func TestNewSinkOptions(t *testing.T) {
 	if err := s.Run(ctx); err != nil {
 		t.Errorf("Run(canceled) = %v, want nil", err)
 	}
-	if err := s.Run(context.Background()); err == nil {
-		t.Error("second Run = nil, want an error")
+	// Run owns its client: a Sink runs again after its Run returned, but
+	// never twice at once.
+	if err := s.Run(ctx); err != nil {
+		t.Errorf("second Run(canceled) = %v, want nil", err)
+	}
+}
+
+// A Sink runs again after its Run returned (a supervisor restarts it), but
+// refuses a Run while another is running.
+func TestSinkRunAgain(t *testing.T) {
+	started := make(chan struct{}, 1)
+	s, err := sink.New(sink.Options{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Group: "g", Store: audit.NewMemory(),
+		Prepare: func(ctx context.Context) error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		<-started
+		if err := s.Run(ctx); err == nil || !strings.Contains(err.Error(), "running") {
+			t.Errorf("run %d: concurrent Run = %v, want an error saying another Run is running", run, err)
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run %d: Run = %v, want nil after cancel", run, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run %d: Run did not return within 30s of cancel", run)
+		}
 	}
 }
 

@@ -227,32 +227,29 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}
 
-	var newSink func() (*sink.Sink, error)
+	var auditSink *sink.Sink
 	if cfg.Roles["audit"] {
-		newSink = func() (*sink.Sink, error) {
-			return sink.New(sink.Options{
-				Brokers:        cfg.Brokers,
-				KafkaOptions:   withID("audit"),
-				Group:          topics.Prefix + "audit",
-				Topic:          topics.Attempts,
-				Store:          store,
-				Prepare:        func(ctx context.Context) error { return prepareStore(ctx, store, log) },
-				InterruptGrace: cfg.InterruptGrace,
-				Meter:          meter,
-				Logger:         log,
-			})
-		}
-		s, err := newSink()
+		auditSink, err = sink.New(sink.Options{
+			Brokers:        cfg.Brokers,
+			KafkaOptions:   withID("audit"),
+			Group:          topics.Prefix + "audit",
+			Topic:          topics.Attempts,
+			Store:          store,
+			Prepare:        func(ctx context.Context) error { return prepareStore(ctx, store, log) },
+			InterruptGrace: cfg.InterruptGrace,
+			Meter:          meter,
+			Logger:         log,
+		})
 		if err != nil {
 			return err
 		}
-		ready.sink.Store(s)
+		ready.sink = auditSink
 	}
 
 	// Every supervised stage has its readiness part before the ops server
 	// reads them.
 	for name, on := range map[string]bool{"fanout": fanout != nil, "dispatch": dispatcher != nil,
-		"retry-relay": relay != nil, "audit": newSink != nil} {
+		"retry-relay": relay != nil, "audit": auditSink != nil} {
 		if on {
 			ready.stage(name)
 		}
@@ -306,21 +303,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if relay != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "retry-relay", relay.Run, supervise("retry-relay")) })
 		}
-		if newSink != nil {
-			first := ready.sink.Load()
-			g.Go(func() error {
-				return pipeline.Supervise(gctx, "audit", func(ctx context.Context) error {
-					s := first
-					if first = nil; s == nil { // a Sink runs once: a restart builds a new one
-						var err error
-						if s, err = newSink(); err != nil {
-							return pipeline.Fatal(err)
-						}
-						ready.sink.Store(s)
-					}
-					return s.Run(ctx)
-				}, supervise("audit"))
-			})
+		if auditSink != nil {
+			g.Go(func() error { return pipeline.Supervise(gctx, "audit", auditSink.Run, supervise("audit")) })
 		}
 		// Stages that act on endpoints start once the view has caught up, so
 		// an endpoint acknowledged before an event was produced gets that
@@ -478,7 +462,7 @@ func newTracer(ctx context.Context) (trace.Tracer, func(), error) {
 type readiness struct {
 	kafka    atomic.Pointer[error]           // nil: topics set up and the cluster answers
 	pipeline atomic.Bool                     // the endpoints view caught up and the dispatcher (if any) joined its group
-	sink     atomic.Pointer[sink.Sink]       // the audit sink (the current one); nil without the audit role
+	sink     *sink.Sink                      // the audit sink; nil without the audit role; set before the ops server starts
 	stages   map[string]*pipeline.StageState // by stage; filled before the ops server starts
 	names    []string                        // stages in report order
 }
@@ -556,8 +540,8 @@ func (r *readiness) check() (bool, string) {
 	for _, name := range r.names {
 		part(name+" stage", r.stages[name].Err())
 	}
-	if s := r.sink.Load(); s != nil {
-		part("audit", s.Ready())
+	if r.sink != nil {
+		part("audit", r.sink.Ready())
 	}
 	return ok, b.String()
 }

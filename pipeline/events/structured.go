@@ -68,25 +68,63 @@ var contextAttributes = map[string]bool{
 //     without unpaired surrogates — invalid_utf8; data_base64 declared JSON
 //     is UTF-8 JSON — invalid_utf8, bad_json.
 func decodeStructured(value []byte, contentType string) (*event.Event, *InvalidError) {
+	if ierr := checkStructuredJSON(value, contentType); ierr != nil {
+		return nil, ierr
+	}
+	members, ierr := readMembers(value)
+	if ierr != nil {
+		return nil, ierr
+	}
+	ec, ierr := requiredAttributes(members)
+	if ierr != nil {
+		return nil, ierr
+	}
+	if ierr := optionalAttributes(ec, members); ierr != nil {
+		return nil, ierr
+	}
+	if ierr := extensionAttributes(ec, members); ierr != nil {
+		return nil, ierr
+	}
+	e := &event.Event{Context: ec}
+	if ierr := structuredData(e, members); ierr != nil {
+		return nil, ierr
+	}
+	return e, nil
+}
+
+// checkStructuredJSON checks that value is UTF-8 (refusing a charset
+// parameter other than UTF-8 on contentType; RFC 8259 §8.1) and one JSON
+// object (json-format §3) — invalid_utf8, bad_json.
+func checkStructuredJSON(value []byte, contentType string) *InvalidError {
 	if cs, ok := charset(contentType); ok && !isUTF8Charset(cs) {
-		return nil, invalid(ReasonInvalidUTF8, "content-type charset %q: the JSON event format is UTF-8 (RFC 8259 §8.1)", truncate(cs, 32))
+		return invalid(ReasonInvalidUTF8, "content-type charset %q: the JSON event format is UTF-8 (RFC 8259 §8.1)", truncate(cs, 32))
 	}
 	if !utf8.Valid(value) {
-		return nil, invalid(ReasonInvalidUTF8, "structured event is not valid UTF-8 at byte %d (RFC 8259 §8.1)", firstInvalidUTF8(value))
+		return invalid(ReasonInvalidUTF8, "structured event is not valid UTF-8 at byte %d (RFC 8259 §8.1)", firstInvalidUTF8(value))
 	}
 	var probe json.RawMessage
 	if err := json.Unmarshal(value, &probe); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
-			return nil, invalid(ReasonBadJSON, "offset %d: %v", syn.Offset, syn)
+			return invalid(ReasonBadJSON, "offset %d: %v", syn.Offset, syn)
 		}
-		return nil, invalid(ReasonBadJSON, "%v", err)
+		return invalid(ReasonBadJSON, "%v", err)
 	}
 	if !looksLikeJSONObject(value) {
-		return nil, invalid(ReasonBadJSON, "structured event is not a JSON object (json-format §3)")
+		return invalid(ReasonBadJSON, "structured event is not a JSON object (json-format §3)")
 	}
+	return nil
+}
 
-	members := make(map[string][]byte, 12)
+// objectMembers maps each member name of a structured event to its raw
+// JSON value.
+type objectMembers map[string][]byte
+
+// readMembers splits value, already checked to be one UTF-8 JSON object,
+// into its members; a name that appears twice is duplicate_attribute (core
+// spec §Context Attributes: at most once).
+func readMembers(value []byte) (objectMembers, *InvalidError) {
+	members := make(objectMembers, 12)
 	var dupErr *InvalidError
 	complete := eachMember(value, func(m member) bool {
 		if _, dup := members[m.name]; dup {
@@ -102,26 +140,35 @@ func decodeStructured(value []byte, contentType string) (*event.Event, *InvalidE
 	if !complete { // valid JSON, so only an unpaired surrogate in a name stops it
 		return nil, invalid(ReasonInvalidAttribute, "a member name is not a valid String (unpaired surrogate escape)")
 	}
+	return members, nil
+}
 
-	attr := func(name string) (string, bool, *InvalidError) {
-		raw, ok := members[name]
-		if !ok || isNull(raw) {
-			return "", false, nil
-		}
-		if raw[0] != '"' {
-			return "", false, invalid(ReasonInvalidAttribute, "%s: MUST be a JSON string (json-format §2.2)", name)
-		}
-		s, err := decodeString(raw)
-		if err == nil {
-			err = checkString(s)
-		}
-		if err != nil {
-			return "", false, invalid(ReasonInvalidAttribute, "%s: %v", name, err)
-		}
-		return s, true, nil
+// attr reads the String attribute name: ok is false when it is absent or
+// null (unset, json-format §2.2); a value that is not a JSON string or has
+// characters core spec §Type System disallows is invalid_attribute.
+func (members objectMembers) attr(name string) (s string, ok bool, ierr *InvalidError) {
+	raw, ok := members[name]
+	if !ok || isNull(raw) {
+		return "", false, nil
 	}
+	if raw[0] != '"' {
+		return "", false, invalid(ReasonInvalidAttribute, "%s: MUST be a JSON string (json-format §2.2)", name)
+	}
+	s, err := decodeString(raw)
+	if err == nil {
+		err = checkString(s)
+	}
+	if err != nil {
+		return "", false, invalid(ReasonInvalidAttribute, "%s: %v", name, err)
+	}
+	return s, true, nil
+}
 
-	sv, ok, ierr := attr("specversion")
+// requiredAttributes reads specversion ("1.0"), id, source
+// (URI-reference) and type, in that order — missing_attribute,
+// unsupported_specversion, invalid_attribute.
+func requiredAttributes(members objectMembers) (*event.EventContextV1, *InvalidError) {
+	sv, ok, ierr := members.attr("specversion")
 	switch {
 	case ierr != nil:
 		return nil, ierr
@@ -132,7 +179,7 @@ func decodeStructured(value []byte, contentType string) (*event.Event, *InvalidE
 	}
 	ec := &event.EventContextV1{}
 	for _, name := range []string{"id", "source", "type"} {
-		v, ok, ierr := attr(name)
+		v, ok, ierr := members.attr(name)
 		if ierr != nil {
 			return nil, ierr
 		}
@@ -152,38 +199,52 @@ func decodeStructured(value []byte, contentType string) (*event.Event, *InvalidE
 			ec.Source = types.URIRef{URL: *u}
 		}
 	}
-	if v, ok, ierr := attr("datacontenttype"); ierr != nil {
-		return nil, ierr
+	return ec, nil
+}
+
+// optionalAttributes sets datacontenttype (RFC 2046 media type),
+// dataschema (absolute URI), subject and time (RFC 3339), in that order,
+// on ec — invalid_attribute.
+func optionalAttributes(ec *event.EventContextV1, members objectMembers) *InvalidError {
+	if v, ok, ierr := members.attr("datacontenttype"); ierr != nil {
+		return ierr
 	} else if ok {
 		if err := checkMediaType(v); err != nil {
-			return nil, invalid(ReasonInvalidAttribute, "datacontenttype: %v", err)
+			return invalid(ReasonInvalidAttribute, "datacontenttype: %v", err)
 		}
 		ec.DataContentType = &v
 	}
-	if v, ok, ierr := attr("dataschema"); ierr != nil {
-		return nil, ierr
+	if v, ok, ierr := members.attr("dataschema"); ierr != nil {
+		return ierr
 	} else if ok {
 		u, err := parseAbsoluteURI(v)
 		if err != nil {
-			return nil, invalid(ReasonInvalidAttribute, "dataschema: %v", err)
+			return invalid(ReasonInvalidAttribute, "dataschema: %v", err)
 		}
 		ec.DataSchema = &types.URI{URL: *u}
 	}
-	if v, ok, ierr := attr("subject"); ierr != nil {
-		return nil, ierr
+	if v, ok, ierr := members.attr("subject"); ierr != nil {
+		return ierr
 	} else if ok {
 		ec.Subject = &v
 	}
-	if v, ok, ierr := attr("time"); ierr != nil {
-		return nil, ierr
+	if v, ok, ierr := members.attr("time"); ierr != nil {
+		return ierr
 	} else if ok {
 		t, err := parseTime(v)
 		if err != nil {
-			return nil, invalid(ReasonInvalidAttribute, "time %q: MUST be an RFC 3339 timestamp", truncate(v, 64))
+			return invalid(ReasonInvalidAttribute, "time %q: MUST be an RFC 3339 timestamp", truncate(v, 64))
 		}
 		ec.Time = &types.Timestamp{Time: t}
 	}
+	return nil
+}
 
+// extensionAttributes sets every member that is neither a context
+// attribute nor data/data_base64 as an extension on ec, in name order (so
+// the first bad one reported does not depend on member order); see
+// extensionValue for the rules.
+func extensionAttributes(ec *event.EventContextV1, members objectMembers) *InvalidError {
 	names := make([]string, 0, len(members))
 	for name := range members {
 		if !contextAttributes[name] && name != memberData && name != memberDataBase64 {
@@ -194,26 +255,21 @@ func decodeStructured(value []byte, contentType string) (*event.Event, *InvalidE
 	for _, name := range names {
 		v, ierr := extensionValue(name, members[name])
 		if ierr != nil {
-			return nil, ierr
+			return ierr
 		}
 		if v == nil {
 			continue
 		}
 		if err := ec.SetExtension(name, v); err != nil {
-			return nil, invalid(ReasonInvalidAttribute, "%s: %v", truncate(name, 64), err)
+			return invalid(ReasonInvalidAttribute, "%s: %v", truncate(name, 64), err)
 		}
 	}
-
-	e := &event.Event{Context: ec}
-	if ierr := structuredData(e, members); ierr != nil {
-		return nil, ierr
-	}
-	return e, nil
+	return nil
 }
 
 // structuredData sets e's data from the data or data_base64 member
 // (json-format §3.1.2).
-func structuredData(e *event.Event, members map[string][]byte) *InvalidError {
+func structuredData(e *event.Event, members objectMembers) *InvalidError {
 	data, haveData := members[memberData]
 	b64, haveB64 := members[memberDataBase64]
 	if haveB64 && isNull(b64) {

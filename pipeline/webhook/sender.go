@@ -135,15 +135,41 @@ func NewSender(o Options) (*Sender, error) {
 	if o.Version == "" {
 		o.Version = DefaultVersion
 	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sender{
+		userAgent:      "hookrelay/" + o.Version,
+		timeout:        orDefault(o.Timeout, DefaultTimeout),
+		connectTimeout: orDefault(o.ConnectTimeout, DefaultConnectTimeout),
+		maxDrain:       orDefault(o.MaxDrainBytes, DefaultMaxDrainBytes),
+		clock:          o.Clock,
+		guard:          &guard{allow: maskAll(o.AllowNetworks)},
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	s.transport = newTransport(o, s.guard, s.connectTimeout)
+	s.client = &http.Client{
+		Transport: s.transport,
+		// Never follow: a 3xx is the result (seed gotcha "Following redirects";
+		// spec "Delivery success and failure": 3xx is a failure).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return s, nil
+}
+
+// validate checks o with Version already defaulted; errors name the field.
+func (o Options) validate() error {
 	if !isToken(o.Version) {
-		return nil, fmt.Errorf("webhook: Options.Version %q is not an HTTP token", o.Version)
+		return fmt.Errorf("webhook: Options.Version %q is not an HTTP token", o.Version)
 	}
 	for name, d := range map[string]time.Duration{
 		"Timeout": o.Timeout, "ConnectTimeout": o.ConnectTimeout,
 		"TLSHandshakeTimeout": o.TLSHandshakeTimeout, "IdleConnTimeout": o.IdleConnTimeout,
 	} {
 		if d < 0 {
-			return nil, fmt.Errorf("webhook: Options.%s must not be negative, got %s", name, d)
+			return fmt.Errorf("webhook: Options.%s must not be negative, got %s", name, d)
 		}
 	}
 	for name, n := range map[string]int64{
@@ -151,40 +177,31 @@ func NewSender(o Options) (*Sender, error) {
 		"MaxDrainBytes": o.MaxDrainBytes,
 	} {
 		if n < 0 {
-			return nil, fmt.Errorf("webhook: Options.%s must not be negative, got %d", name, n)
+			return fmt.Errorf("webhook: Options.%s must not be negative, got %d", name, n)
 		}
 	}
 	for i, p := range o.AllowNetworks {
 		if !p.IsValid() {
-			return nil, fmt.Errorf("webhook: Options.AllowNetworks[%d] is not a valid prefix", i)
+			return fmt.Errorf("webhook: Options.AllowNetworks[%d] is not a valid prefix", i)
 		}
 	}
-	def := func(d, v time.Duration) time.Duration {
-		if d == 0 {
-			return v
-		}
-		return d
+	return nil
+}
+
+// orDefault is v, or def when v is zero (an unset Options field).
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
 	}
-	s := &Sender{
-		userAgent:      "hookrelay/" + o.Version,
-		timeout:        def(o.Timeout, DefaultTimeout),
-		connectTimeout: def(o.ConnectTimeout, DefaultConnectTimeout),
-		maxDrain:       o.MaxDrainBytes,
-		clock:          o.Clock,
-	}
-	if s.maxDrain == 0 {
-		s.maxDrain = DefaultMaxDrainBytes
-	}
-	if s.clock == nil {
-		s.clock = time.Now
-	}
-	maxIdle, maxIdlePerHost := o.MaxIdleConns, o.MaxIdleConnsPerHost
-	if maxIdle == 0 {
-		maxIdle = DefaultMaxIdleConns
-	}
-	if maxIdlePerHost == 0 {
-		maxIdlePerHost = DefaultMaxIdleConnsPerHost
-	}
+	return v
+}
+
+// newTransport builds the Sender's transport from o (validated): no proxy,
+// every dialled address checked by g after DNS resolution, a connect
+// timeout per request (connectTimeoutKey, else defaultConnect), TLS 1.2 at
+// least, no decompression, bounded response headers.
+func newTransport(o Options, g *guard, defaultConnect time.Duration) *http.Transport {
 	var tlsConfig *tls.Config
 	if o.TLSConfig != nil {
 		tlsConfig = o.TLSConfig.Clone()
@@ -194,9 +211,6 @@ func NewSender(o Options) (*Sender, error) {
 	if tlsConfig.MinVersion < tls.VersionTLS12 {
 		tlsConfig.MinVersion = tls.VersionTLS12
 	}
-
-	g := &guard{allow: maskAll(o.AllowNetworks)}
-	s.guard = g
 	dialer := &net.Dialer{
 		KeepAlive: 30 * time.Second,
 		ControlContext: func(_ context.Context, network, address string, _ syscall.RawConn) error {
@@ -207,8 +221,7 @@ func NewSender(o Options) (*Sender, error) {
 			return g.check(ap.Addr())
 		},
 	}
-	defaultConnect := s.connectTimeout
-	s.transport = &http.Transport{
+	return &http.Transport{
 		Proxy: nil, // an environment proxy would be dialled instead of the endpoint, bypassing the guard
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			d := defaultConnect
@@ -221,20 +234,13 @@ func NewSender(o Options) (*Sender, error) {
 		},
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        tlsConfig,
-		TLSHandshakeTimeout:    def(o.TLSHandshakeTimeout, DefaultTLSHandshakeTimeout),
-		IdleConnTimeout:        def(o.IdleConnTimeout, DefaultIdleConnTimeout),
-		MaxIdleConns:           maxIdle,
-		MaxIdleConnsPerHost:    maxIdlePerHost,
+		TLSHandshakeTimeout:    orDefault(o.TLSHandshakeTimeout, DefaultTLSHandshakeTimeout),
+		IdleConnTimeout:        orDefault(o.IdleConnTimeout, DefaultIdleConnTimeout),
+		MaxIdleConns:           orDefault(o.MaxIdleConns, DefaultMaxIdleConns),
+		MaxIdleConnsPerHost:    orDefault(o.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost),
 		DisableCompression:     true, // keep the logged body as sent; no decompression work for hostile bodies
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
-	s.client = &http.Client{
-		Transport: s.transport,
-		// Never follow: a 3xx is the result (seed gotcha "Following redirects";
-		// spec "Delivery success and failure": 3xx is a failure).
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return s, nil
 }
 
 // Close closes the Sender's idle connections. Requests in flight are not
