@@ -237,7 +237,7 @@ func TestTenantIsolation(t *testing.T) {
 	if len(all.Data) != 2 {
 		t.Fatalf("admin lists %d endpoints, want 2", len(all.Data))
 	}
-	e.attempts.Insert(context.Background(), []audit.Attempt{{AttemptID: "x1", EndpointID: epB.ID, WebhookID: "msg_1", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	e.attempts.Insert(context.Background(), []audit.Attempt{{AttemptID: "x1", EndpointID: epB.ID, Tenant: "globex", WebhookID: "msg_1", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
 	p := "/v1/endpoints/" + epB.ID
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", p, ""}, {"PATCH", p, `{"url":"https://evil.example/"}`}, {"DELETE", p, ""},
@@ -402,7 +402,7 @@ func TestAttemptsMessagesHealth(t *testing.T) {
 	var rows []audit.Attempt
 	for i := range 25 {
 		a := audit.Attempt{AttemptID: fmt.Sprintf("a%02d", i), DeliveryID: fmt.Sprintf("d%d", i/2), EventID: fmt.Sprintf("e%d", i/2),
-			WebhookID: fmt.Sprintf("msg_%d", i/2), EventType: []string{"invoice.paid", "invoice.sent"}[i%2], EndpointID: ep.ID,
+			WebhookID: fmt.Sprintf("msg_%d", i/2), EventType: []string{"invoice.paid", "invoice.sent"}[i%2], EndpointID: ep.ID, Tenant: "acme",
 			AttemptNumber: 1 + i%2, AttemptedAt: now.Add(-time.Duration(25-i)*3*time.Minute + 30*time.Second), Outcome: audit.Delivered, HTTPStatus: 200}
 		if i%2 == 0 {
 			a.Outcome, a.HTTPStatus, a.NextAttemptAt = audit.RetryScheduled, 503, a.AttemptedAt.Add(time.Minute)
@@ -506,8 +506,8 @@ func TestResendFromDLQ(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x1", EndpointID: ep.ID, WebhookID: "msg_1", Outcome: audit.Exhausted, AttemptedAt: time.Now().Add(-time.Hour)},
-		{AttemptID: "x2", EndpointID: ep.ID, WebhookID: "msg_ok", Outcome: audit.Delivered, AttemptedAt: time.Now().Add(-time.Hour)}})
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x1", EndpointID: ep.ID, Tenant: "acme", WebhookID: "msg_1", Outcome: audit.Exhausted, AttemptedAt: time.Now().Add(-time.Hour)},
+		{AttemptID: "x2", EndpointID: ep.ID, Tenant: "acme", WebhookID: "msg_ok", Outcome: audit.Delivered, AttemptedAt: time.Now().Add(-time.Hour)}})
 	p := "/v1/endpoints/" + ep.ID + "/messages/"
 	want(t, e.call(t, "POST", p+"msg_1/resend", other, ""), http.StatusNotFound)
 	want(t, e.call(t, "POST", p+"msg_none/resend", tk, ""), http.StatusNotFound)
@@ -649,7 +649,7 @@ func TestRecover(t *testing.T) {
 		}
 	}
 	// msg_4 was delivered since (an earlier resend): not recovered again.
-	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x4", EndpointID: ep.ID, WebhookID: "msg_4", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x4", EndpointID: ep.ID, Tenant: "acme", WebhookID: "msg_4", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
 	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	p := "/v1/endpoints/" + ep.ID + "/recover"
 	want(t, e.call(t, "POST", p, globex, `{"since":"`+since+`"}`), http.StatusNotFound)
@@ -692,7 +692,7 @@ func TestRecover(t *testing.T) {
 	if n != 7 {
 		t.Fatalf("%d records on deliveries, want 3 + 4 (the repeated request sends nothing)", n)
 	}
-	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "y1", EndpointID: ep.ID, DeliveryID: first.DeliveryID, WebhookID: first.WebhookID, Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "y1", EndpointID: ep.ID, Tenant: "acme", DeliveryID: first.DeliveryID, WebhookID: first.WebhookID, Outcome: audit.Delivered, AttemptedAt: time.Now()}})
 	want(t, e.call(t, "GET", "/v1/recoveries/"+res.ID, globex, ""), http.StatusNotFound)
 	got := decodeBody[struct {
 		Found, Queued, Delivered, Failed int
@@ -700,4 +700,62 @@ func TestRecover(t *testing.T) {
 	if got.Found != 3 || got.Queued != 3 || got.Delivered != 1 || got.Failed != 0 {
 		t.Fatalf("recovery progress %+v", got)
 	}
+}
+
+// TestLogIsTheCurrentTenants: an endpoint moved from one tenant to another
+// (an admin's PATCH of tenantid, or an ID re-created for another tenant)
+// shows, to every caller, only the attempts of its current tenant: the new
+// tenant never reads the old one's delivery log.
+func TestLogIsTheCurrentTenants(t *testing.T) {
+	e := newEnv(t)
+	acme, globex := e.newKey(t, false, "acme"), e.newKey(t, false, "globex")
+	r := e.call(t, "POST", "/v1/endpoints", e.admin, `{"id":"ep-moved","url":"https://a.example/hook","tenantid":"acme"}`)
+	want(t, r, http.StatusCreated)
+	p := "/v1/endpoints/ep-moved"
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	ctx := context.Background()
+	if err := e.attempts.Insert(ctx, []audit.Attempt{
+		{AttemptID: "acme-1", DeliveryID: "d1", EndpointID: "ep-moved", Tenant: "acme", WebhookID: "msg_acme", EventType: "invoice.paid",
+			Outcome: audit.Delivered, AttemptedAt: now.Add(-2 * time.Minute), ResponseBody: "acme's secret"},
+		// Refused by the dispatcher after the move: still acme's row.
+		{AttemptID: "acme-2", DeliveryID: "d2", EndpointID: "ep-moved", Tenant: "acme", WebhookID: "msg_acme2",
+			Outcome: audit.Abandoned, ErrorClass: "tenant_mismatch", AttemptedAt: now.Add(-time.Minute)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	type page struct {
+		Data []struct {
+			AttemptID string `json:"attempt_id"`
+		} `json:"data"`
+	}
+	seen := func(key string) []string {
+		var ids []string
+		for _, a := range decodeBody[page](t, e.call(t, "GET", p+"/attempts", key, "")).Data {
+			ids = append(ids, a.AttemptID)
+		}
+		return ids
+	}
+	if got := seen(acme); !slices.Equal(got, []string{"acme-2", "acme-1"}) {
+		t.Fatalf("acme before the move sees %v", got)
+	}
+	want(t, e.call(t, "PATCH", p, e.admin, `{"tenantid":"globex"}`), http.StatusOK)
+	if err := e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "globex-1", DeliveryID: "d3", EndpointID: "ep-moved", Tenant: "globex",
+		WebhookID: "msg_globex", Outcome: audit.Delivered, AttemptedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	for who, key := range map[string]string{"globex": globex, "admin": e.admin} {
+		if got := seen(key); !slices.Equal(got, []string{"globex-1"}) {
+			t.Errorf("%s after the move sees %v, want only globex-1", who, got)
+		}
+		want(t, e.call(t, "GET", p+"/messages/msg_acme", key, ""), http.StatusNotFound)
+		want(t, e.call(t, "GET", p+"/messages/msg_globex", key, ""), http.StatusOK)
+		h := decodeBody[struct {
+			LastAttemptAt *time.Time               `json:"last_attempt_at"`
+			LastDay       struct{ Attempts int64 } `json:"last_day"`
+		}](t, e.call(t, "GET", p+"/health", key, ""))
+		if h.LastDay.Attempts != 1 || h.LastAttemptAt == nil || !h.LastAttemptAt.Equal(now) {
+			t.Errorf("%s's health after the move counts %d attempts (last %v), want globex's 1", who, h.LastDay.Attempts, h.LastAttemptAt)
+		}
+	}
+	want(t, e.call(t, "GET", p+"/attempts", acme, ""), http.StatusNotFound)
 }

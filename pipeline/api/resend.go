@@ -218,7 +218,9 @@ func (s *Server) resendMessage(w http.ResponseWriter, r *http.Request, p Princip
 		return
 	}
 	msg := r.PathValue("msg_id")
-	as, err := s.o.Attempts.Log(r.Context(), audit.Query{EndpointID: e.ID, WebhookID: msg, Limit: audit.MaxLimit})
+	q := logQuery(e)
+	q.WebhookID, q.Limit = msg, audit.MaxLimit
+	as, err := s.o.Attempts.Log(r.Context(), q)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
