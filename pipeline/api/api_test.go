@@ -759,3 +759,81 @@ func TestLogIsTheCurrentTenants(t *testing.T) {
 	}
 	want(t, e.call(t, "GET", p+"/attempts", acme, ""), http.StatusNotFound)
 }
+
+// TestDLQIsTheCurrentTenants: DLQ records made while an endpoint ID
+// belonged to one tenant are never listed, resent, replayed or recovered
+// for it once it belongs to another, whoever asks.
+func TestDLQIsTheCurrentTenants(t *testing.T) {
+	e := newEnv(t)
+	globex := e.newKey(t, false, "globex")
+	want(t, e.call(t, "POST", "/v1/endpoints", e.admin, `{"id":"ep-moved","url":"https://a.example/hook","tenantid":"acme"}`), http.StatusCreated)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	put := func(tenant, msg string) {
+		m := delivery.Meta{DeliveryID: "d-" + tenant + msg, WebhookID: msg, EndpointID: "ep-moved", Tenant: tenant, EventType: "invoice.paid", Reason: "exhausted"}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t.dlq", Key: []byte("ep-moved"), Value: []byte(tenant + "'s " + msg), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("acme", "msg_1")
+	put("acme", "msg_shared") // a message id both tenants have
+	want(t, e.call(t, "PATCH", "/v1/endpoints/ep-moved", e.admin, `{"tenantid":"globex"}`), http.StatusOK)
+	put("globex", "msg_2")
+	now := time.Now().UTC()
+	if err := e.attempts.Insert(ctx, []audit.Attempt{
+		{AttemptID: "g1", EndpointID: "ep-moved", Tenant: "globex", WebhookID: "msg_shared", Outcome: audit.Exhausted, AttemptedAt: now.Add(-time.Minute)},
+		{AttemptID: "g2", EndpointID: "ep-moved", Tenant: "globex", WebhookID: "msg_2", Outcome: audit.Exhausted, AttemptedAt: now.Add(-time.Minute)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	since := now.Add(-time.Hour).Format(time.RFC3339)
+	for who, key := range map[string]string{"globex": globex, "admin": e.admin} {
+		l := decodeBody[struct {
+			Data []struct {
+				WebhookID string `json:"webhook_id"`
+			} `json:"data"`
+		}](t, e.call(t, "GET", "/v1/dlq?endpoint_id=ep-moved&since="+url.QueryEscape(since), key, ""))
+		if len(l.Data) != 1 || l.Data[0].WebhookID != "msg_2" {
+			t.Errorf("%s lists the DLQ of ep-moved as %+v, want only globex's msg_2", who, l.Data)
+		}
+		// globex's msg_shared has no DLQ record of globex: acme's is not it.
+		if r := e.call(t, "POST", "/v1/endpoints/ep-moved/messages/msg_shared/resend", key, ""); r.StatusCode != http.StatusConflict {
+			t.Errorf("%s's resend of msg_shared: status %d, want 409 (no DLQ record of globex): %s", who, r.StatusCode, r.Body)
+		}
+		rp := e.call(t, "POST", "/v1/dlq/replay", key, `{"endpoint_id":"ep-moved","since":"`+since+`"}`)
+		want(t, rp, http.StatusAccepted)
+		if got := decodeBody[struct{ Replayed int }](t, rp); got.Replayed != 1 {
+			t.Errorf("%s's replay resent %d messages, want 1 (globex's msg_2): %s", who, got.Replayed, rp.Body)
+		}
+		rc := e.call(t, "POST", "/v1/endpoints/ep-moved/recover", key, `{"since":"`+since+`"}`)
+		want(t, rc, http.StatusAccepted)
+		if got := decodeBody[struct{ Found int }](t, rc); got.Found != 1 {
+			t.Errorf("%s's recovery found %d messages, want 1 (globex's msg_2): %s", who, got.Found, rc.Body)
+		}
+	}
+	// Nothing of acme's reached the deliveries topic.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.deliveries"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && n < 4 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			n++
+			if m, _ := delivery.ParseMeta(r.Headers); m.Tenant != "globex" || !strings.HasPrefix(string(r.Value), "globex's") {
+				t.Errorf("resent %q of tenant %q to globex's endpoint", r.Value, m.Tenant)
+			}
+		})
+		cancel()
+	}
+	if n != 4 {
+		t.Errorf("%d records on deliveries, want 4 (globex's msg_2, replayed and recovered by each caller)", n)
+	}
+}

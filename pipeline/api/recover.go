@@ -92,7 +92,7 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 	latest := map[string]*kgo.Record{}
 	var order []string
 	err = s.o.Resender.scan(ctx, spans, func(rec *kgo.Record) bool {
-		if string(rec.Key) != e.ID || !inRange(rec, since, until) {
+		if !dlqOf(rec, e) || !inRange(rec, since, until) {
 			return true
 		}
 		id := headerOf(rec, delivery.HeaderWebhookID)
