@@ -17,10 +17,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/api"
 	"github.com/hookrelay/hookrelay/pipeline/api/apitest"
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/operational"
 )
 
 // env is an API server over kfake and the memory audit store.
@@ -41,7 +43,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	for _, topic := range []string{"t.dlq", "t.deliveries"} {
+	for _, topic := range []string{"t.dlq", "t.deliveries", "t.operational"} {
 		if err := c.CreateTopic(topic, 3, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +73,18 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(resender.Close)
+	pcl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pcl.Close)
+	ops, err := pipeline.NewOperatorEvents(pcl, pipeline.Topics{Operational: "t.operational"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory(), seeds: c.ListenAddrs()}
-	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender, Recoveries: recs})
+	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender, Recoveries: recs,
+		OperatorEvents: ops})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,5 +847,58 @@ func TestDLQIsTheCurrentTenants(t *testing.T) {
 	}
 	if n != 4 {
 		t.Errorf("%d records on deliveries, want 4 (globex's msg_2, replayed and recovered by each caller)", n)
+	}
+}
+
+// TestOperatorEvents: enable, disable and secret rotation through the API
+// publish the operational events the CLI publishes (on <prefix>operational,
+// the endpoint's tenant, only on a real transition).
+func TestOperatorEvents(t *testing.T) {
+	e := newEnv(t)
+	acme := e.newKey(t, false, "acme")
+	ep := e.create(t, acme, `{"url":"https://a.example/hook"}`)
+	p := "/v1/endpoints/" + ep.ID
+	want(t, e.call(t, "POST", p+"/enable", acme, ""), http.StatusOK) // already active: no event
+	want(t, e.call(t, "POST", p+"/disable", acme, `{"reason":"maintenance"}`), http.StatusOK)
+	want(t, e.call(t, "POST", p+"/disable", acme, ""), http.StatusOK) // already disabled: no event
+	want(t, e.call(t, "POST", p+"/enable", acme, ""), http.StatusOK)
+	want(t, e.call(t, "POST", p+"/secret/rotate", acme, `{"overlap":"1h"}`), http.StatusOK)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.operational"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	type event struct {
+		Type     string `json:"type"`
+		TenantID string `json:"tenantid"`
+		Subject  string `json:"subject"`
+		Data     operational.Data
+	}
+	var got []event
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && len(got) < 4 {
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			var ev event
+			if err := json.Unmarshal(r.Value, &ev); err != nil || string(r.Key) != ep.ID {
+				t.Errorf("record key %s value %s: %v", r.Key, r.Value, err)
+			}
+			got = append(got, ev)
+		})
+		cancel()
+	}
+	types := make([]string, len(got))
+	for i, ev := range got {
+		types[i] = ev.Type
+		if ev.TenantID != "acme" || ev.Data.EndpointID != ep.ID {
+			t.Errorf("event %+v: want tenant acme, endpoint %s", ev, ep.ID)
+		}
+	}
+	wantTypes := []string{operational.TypeEndpointDisabled, operational.TypeEndpointEnabled, operational.TypeEndpointSecretRotated}
+	if !slices.Equal(types, wantTypes) {
+		t.Fatalf("operational events %v, want %v", types, wantTypes)
+	}
+	if x := got[2].Data.OldSecretsExpireAt; x == nil || x.Before(time.Now().Add(50*time.Minute)) || x.After(time.Now().Add(time.Hour)) {
+		t.Errorf("secret_rotated old_secrets_expire_at %v, want in about 1 h", x)
 	}
 }
