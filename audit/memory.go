@@ -54,6 +54,7 @@ func (m *Memory) Log(ctx context.Context, q Query) ([]Attempt, error) {
 	for _, a := range m.rows {
 		switch {
 		case a.EndpointID != q.EndpointID,
+			q.Tenant != nil && a.Tenant != *q.Tenant,
 			q.EventID != "" && a.EventID != q.EventID,
 			q.DeliveryID != "" && a.DeliveryID != q.DeliveryID,
 			q.WebhookID != "" && a.WebhookID != q.WebhookID,
@@ -158,6 +159,7 @@ func quantileExact(sorted []int64, level float64) int64 {
 func (f Filter) match(a Attempt) bool {
 	switch {
 	case f.EndpointID != "" && a.EndpointID != f.EndpointID,
+		f.Tenant != nil && a.Tenant != *f.Tenant,
 		!f.Since.IsZero() && a.AttemptedAt.Before(f.Since.Truncate(time.Millisecond)),
 		!f.Until.IsZero() && !a.AttemptedAt.Before(f.Until.Truncate(time.Millisecond)):
 		return false

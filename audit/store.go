@@ -64,6 +64,14 @@ var (
 type Query struct {
 	// EndpointID is the endpoint whose log is read. Required.
 	EndpointID string
+	// Tenant, when not nil, keeps only attempts whose Tenant equals *Tenant
+	// ("" selects attempts of events without a tenant). An endpoint ID can
+	// change tenant over time (an admin's change of tenantid, a re-created
+	// ID), so a reader scoped to a tenant (the management API) always sets
+	// it to the endpoint's current tenant: rows written for the endpoint's
+	// earlier tenant are then never read under the new one. Optional.
+	// Default (nil): every tenant.
+	Tenant *string
 	// EventID keeps only attempts of this CloudEvent id. Optional.
 	EventID string
 	// DeliveryID keeps only attempts of this delivery. Optional.
@@ -114,6 +122,10 @@ type Filter struct {
 	// EndpointID keeps only this endpoint's attempts. Optional. Default: all
 	// endpoints.
 	EndpointID string
+	// Tenant, when not nil, keeps only attempts whose Tenant equals *Tenant
+	// ("" selects attempts of events without a tenant); see Query.Tenant.
+	// Optional. Default (nil): every tenant.
+	Tenant *string
 	// Since keeps only attempts made at or after this instant (millisecond
 	// precision). Optional. Default (zero): no lower bound.
 	Since time.Time

@@ -404,8 +404,9 @@ func (d *Dispatcher) healthRecords(ep *endpoints.Endpoint, ch healthChange) ([]*
 
 // OperationalRecord is ev as a record of topics.Operational: keyed by the
 // endpoint ID, structured-mode CloudEvents JSON with its content-type
-// header, ready to produce (the REST API and the CLI use it for the events
-// they cause: enabled, disabled by an operator, secret rotated). Fan-out
+// header, ready to produce (OperatorEvents, shared by the REST API and the
+// CLI, uses it for the events they cause: enabled, disabled by an
+// operator, secret rotated). Fan-out
 // delivers it to the subscribed endpoints of the event's tenant, never to
 // the endpoint it is about.
 func OperationalRecord(topics Topics, ev operational.Event) (*kgo.Record, error) {

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) audit.Store) {
 		{"Count", testCount},
 		{"Summary", testSummary},
 		{"Quoting", testQuoting},
+		{"Tenant", testTenant},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })
@@ -552,5 +553,57 @@ func testQuoting(t *testing.T, s audit.Store) {
 	}
 	if n := count(t, s, audit.Filter{EndpointID: nasty[2]}); n != 1 {
 		t.Errorf("Count(%q) = %d, want 1", nasty[2], n)
+	}
+}
+
+// testTenant: one endpoint ID used by two tenants over time (and rows
+// without a tenant); Query.Tenant and Filter.Tenant keep only the named
+// tenant's rows, "" only the rows without one, nil all of them.
+func testTenant(t *testing.T, s audit.Store) {
+	var as []audit.Attempt
+	for i := range 9 {
+		a := Attempt("ep-1", i)
+		a.Tenant = []string{"acme", "globex", ""}[i%3]
+		as = append(as, a)
+	}
+	other := Attempt("ep-2", 20)
+	other.Tenant = "acme"
+	insert(t, s, append(as, other)...)
+	tenant := func(s string) *string { return &s }
+	for _, tt := range []struct {
+		tenant *string
+		want   []string
+	}{
+		{tenant("acme"), []string{"ep-1-a00006", "ep-1-a00003", "ep-1-a00000"}},
+		{tenant("globex"), []string{"ep-1-a00007", "ep-1-a00004", "ep-1-a00001"}},
+		{tenant(""), []string{"ep-1-a00008", "ep-1-a00005", "ep-1-a00002"}},
+		{tenant("initech"), nil},
+		{nil, []string{"ep-1-a00008", "ep-1-a00007", "ep-1-a00006", "ep-1-a00005", "ep-1-a00004", "ep-1-a00003", "ep-1-a00002", "ep-1-a00001", "ep-1-a00000"}},
+	} {
+		what := "nil"
+		if tt.tenant != nil {
+			what = fmt.Sprintf("%q", *tt.tenant)
+		}
+		if got := ids(logOf(t, s, audit.Query{EndpointID: "ep-1", Tenant: tt.tenant})); !slices.Equal(got, tt.want) {
+			t.Errorf("Log(Tenant %s) = %v, want %v", what, got, tt.want)
+		}
+		if n := count(t, s, audit.Filter{EndpointID: "ep-1", Tenant: tt.tenant}); n != int64(len(tt.want)) {
+			t.Errorf("Count(Tenant %s) = %d, want %d", what, n, len(tt.want))
+		}
+	}
+	// Combined with the other filters, and in Summary.
+	got := ids(logOf(t, s, audit.Query{EndpointID: "ep-1", Tenant: tenant("acme"), Since: base.Add(3 * time.Second), Limit: 1}))
+	if !slices.Equal(got, []string{"ep-1-a00006"}) {
+		t.Errorf("Log(acme, since 3 s, limit 1) = %v, want [ep-1-a00006]", got)
+	}
+	if n := count(t, s, audit.Filter{Tenant: tenant("acme")}); n != 4 {
+		t.Errorf("Count(acme, every endpoint) = %d, want 4", n)
+	}
+	sum, err := s.Summary(ctx(t), audit.Filter{Tenant: tenant("globex")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum) != 1 || sum[0].EndpointID != "ep-1" || sum[0].Attempts != 3 {
+		t.Errorf("Summary(globex) = %+v, want ep-1 with 3 attempts", sum)
 	}
 }

@@ -299,6 +299,9 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 func (c *Store) logSQL(q audit.Query) string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
+	if q.Tenant != nil {
+		fmt.Fprintf(&w, "\n  AND tenant = %s", quote(*q.Tenant))
+	}
 	if q.EventID != "" {
 		fmt.Fprintf(&w, "\n  AND event_id = %s", quote(q.EventID))
 	}
@@ -353,6 +356,9 @@ func (c *Store) filterSQL(f audit.Filter) string {
 	conds := []string{"1"}
 	if f.EndpointID != "" {
 		conds = append(conds, "endpoint_id = "+quote(f.EndpointID))
+	}
+	if f.Tenant != nil {
+		conds = append(conds, "tenant = "+quote(*f.Tenant))
 	}
 	if !f.Since.IsZero() {
 		conds = append(conds, sinceCond(f.Since))

@@ -56,6 +56,7 @@ func TestSQLGolden(t *testing.T) {
 		fmt.Fprintf(&w, "-- check: %s\n-- expect: %s\n%s\n;\n\n", name, strings.Join(expect, " | "), sql)
 	}
 	base := fixture[0].AttemptedAt
+	t1, t2, none := "t1", "t2", ""
 	for _, q := range []struct {
 		name string
 		q    audit.Query
@@ -66,6 +67,9 @@ func TestSQLGolden(t *testing.T) {
 		{"log_outcomes_since", audit.Query{EndpointID: "ep-1", Outcomes: []audit.Outcome{audit.RetryScheduled, audit.Failed}, Since: base.Add(time.Millisecond)}},
 		{"log_before", audit.Query{EndpointID: "ep-1", Before: audit.Cursor{AttemptedAt: base.Add(time.Millisecond), AttemptID: "a-3"}}},
 		{"log_quoting", audit.Query{EndpointID: `it's \ ep`}},
+		{"log_tenant", audit.Query{EndpointID: "ep-1", Tenant: &t1}},
+		{"log_tenant_other", audit.Query{EndpointID: "ep-1", Tenant: &t2}},
+		{"log_no_tenant", audit.Query{EndpointID: "ep-1", Tenant: &none}},
 	} {
 		q2, err := q.q.Validate()
 		if err != nil {
@@ -87,6 +91,7 @@ func TestSQLGolden(t *testing.T) {
 	}{
 		{"count", audit.Filter{}},
 		{"count_endpoint_since_until", audit.Filter{EndpointID: "ep-1", Since: base, Until: base.Add(24 * time.Hour)}},
+		{"count_tenant", audit.Filter{EndpointID: "ep-1", Tenant: &t2}},
 	} {
 		n, err := mem.Count(ctx, f.f)
 		if err != nil {
@@ -100,6 +105,7 @@ func TestSQLGolden(t *testing.T) {
 	}{
 		{"summary", audit.Filter{}},
 		{"summary_endpoint_since", audit.Filter{EndpointID: "ep-1", Since: base.Add(time.Millisecond)}},
+		{"summary_tenant", audit.Filter{Tenant: &t1}},
 	} {
 		sums, err := mem.Summary(ctx, f.f)
 		if err != nil {
@@ -146,6 +152,10 @@ func goldenFixture() []audit.Attempt {
 	r := mk("a-4", "ep-1", time.Millisecond, audit.RetryScheduled, 40)
 	r.HTTPStatus, r.ErrorClass, r.ErrorMessage, r.ResponseBody = 503, "http_503", "busy", `{"e":"it's busy"}`
 	r.NextAttemptAt = base.Add(30*time.Second + 7*time.Millisecond)
+	moved := mk("c-7", "ep-1", 3*time.Second, audit.Delivered, 70) // ep-1 under another tenant later
+	moved.Tenant = "t2"
+	bare := mk("c-8", "ep-1", 4*time.Second, audit.Abandoned, 0) // and under none
+	bare.Tenant = ""
 	return []audit.Attempt{
 		mk("a-1", "ep-1", 0, audit.Delivered, 10),
 		mk("a-2", "ep-1", time.Millisecond, audit.Delivered, 20), // same ms as a-3, a-4
@@ -155,6 +165,7 @@ func goldenFixture() []audit.Attempt {
 		mk("a-6", "ep-1", 36*time.Hour, audit.Abandoned, 0),
 		mk("b-1", "ep-2", 2*time.Second, audit.Delivered, 7),
 		mk("q-1", `it's \ ep`, 0, audit.Blocked, 1),
+		moved, bare,
 	}
 }
 

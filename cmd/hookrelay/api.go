@@ -41,15 +41,29 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 		closeStore()
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	closeAll := func() { resender.Close(); closeStore() }
+	// The operational events of enable, disable and rotation (the pipeline's
+	// topics, Operational included, are ensured at start).
+	opsClient, err := kgo.NewClient(kopts...)
+	if err != nil {
+		resender.Close()
+		closeStore()
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	closeAll := func() { opsClient.Close(); resender.Close(); closeStore() }
+	ops, err := pipeline.NewOperatorEvents(opsClient, topics, nil)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	srv, err := api.New(api.Options{
-		Endpoints:   endpoints.NewStore(view, endpoints.CheckAddresses(cfg.AllowNetworks)),
-		Keys:        keys,
-		Attempts:    store,
-		Idempotency: idem,
-		Resender:    resender,
-		Recoveries:  recoveries,
-		Logger:      log,
+		Endpoints:      endpoints.NewStore(view, endpoints.CheckAddresses(cfg.AllowNetworks)),
+		Keys:           keys,
+		Attempts:       store,
+		Idempotency:    idem,
+		Resender:       resender,
+		Recoveries:     recoveries,
+		OperatorEvents: ops,
+		Logger:         log,
 	})
 	if err != nil {
 		closeAll()

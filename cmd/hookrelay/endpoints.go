@@ -19,7 +19,6 @@ import (
 
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
-	"github.com/hookrelay/hookrelay/pipeline/operational"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
@@ -87,7 +86,9 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 			// A rotation: the owner is told when the old secrets stop.
 			overlap, _ := cmd.Flags().GetDuration("secret-overlap")
 			expire := time.Now().Add(overlap)
-			return publishOperational(cmd, operational.TypeEndpointSecretRotated, got, operational.Data{OldSecretsExpireAt: &expire})
+			return publishOperational(cmd, got, func(ctx context.Context, o *pipeline.OperatorEvents) error {
+				return o.SecretRotated(ctx, got, expire)
+			})
 		},
 	}
 	endpointFlags(update.Flags(), false)
@@ -156,10 +157,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 			}); err != nil {
 				return err
 			}
-			if !was.Active() {
-				return nil
-			}
-			return publishOperational(cmd, operational.TypeEndpointDisabled, e, operational.Data{Reason: endpoints.ReasonOperator})
+			return publishOperational(cmd, e, func(ctx context.Context, o *pipeline.OperatorEvents) error { return o.Disabled(ctx, was, e) })
 		},
 	}
 	disable.Flags().StringVar(&reason, "reason", "operator", "why, shown in list and get")
@@ -182,10 +180,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 			}); err != nil {
 				return err
 			}
-			if st, _ := was.EffectiveStatus(); st != endpoints.Disabled || !e.Active() {
-				return nil
-			}
-			return publishOperational(cmd, operational.TypeEndpointEnabled, e, operational.Data{Reason: endpoints.ReasonOperator})
+			return publishOperational(cmd, e, func(ctx context.Context, o *pipeline.OperatorEvents) error { return o.Enabled(ctx, was, e) })
 		},
 	}
 

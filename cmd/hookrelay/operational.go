@@ -11,16 +11,17 @@ import (
 
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
-	"github.com/hookrelay/hookrelay/pipeline/operational"
 )
 
 // publishOperational publishes the operational event an operator's change
-// causes (enabled, disabled, secret rotated), for the endpoint's owner to be notified like
-// the pipeline's own health events. The change is already written when it
-// runs: a failure says so and is returned, so the command exits non-zero.
-func publishOperational(cmd *cobra.Command, typ string, e *endpoints.Endpoint, d operational.Data) error {
+// causes (enabled, disabled, secret rotated) through
+// pipeline.OperatorEvents, as the REST API does, for the endpoint's owner to
+// be notified like the pipeline's own health events. The change is already
+// written when it runs: a failure says so and is returned, so the command
+// exits non-zero.
+func publishOperational(cmd *cobra.Command, e *endpoints.Endpoint, publish func(context.Context, *pipeline.OperatorEvents) error) error {
 	fail := func(err error) error {
-		return fmt.Errorf("endpoint %s was changed, but its %s event was not published: %w", e.ID, typ, err)
+		return fmt.Errorf("endpoint %s was changed, but its operational event was not published: %w", e.ID, err)
 	}
 	cfg, err := loadConfig(cmd.Flags())
 	if err != nil {
@@ -43,16 +44,11 @@ func publishOperational(cmd *cobra.Command, typ string, e *endpoints.Endpoint, d
 	}); err != nil {
 		return fail(err)
 	}
-	d.EndpointID = e.ID
-	ev, err := operational.New(typ, e.TenantID, time.Now(), d)
+	o, err := pipeline.NewOperatorEvents(cl, topics, nil)
 	if err != nil {
 		return fail(err)
 	}
-	r, err := pipeline.OperationalRecord(topics, ev)
-	if err != nil {
-		return fail(err)
-	}
-	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+	if err := publish(ctx, o); err != nil {
 		return fail(err)
 	}
 	return nil

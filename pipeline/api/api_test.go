@@ -17,10 +17,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/api"
 	"github.com/hookrelay/hookrelay/pipeline/api/apitest"
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
+	"github.com/hookrelay/hookrelay/pipeline/operational"
 )
 
 // env is an API server over kfake and the memory audit store.
@@ -41,7 +43,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	for _, topic := range []string{"t.dlq", "t.deliveries"} {
+	for _, topic := range []string{"t.dlq", "t.deliveries", "t.operational"} {
 		if err := c.CreateTopic(topic, 3, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +73,18 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(resender.Close)
+	pcl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pcl.Close)
+	ops, err := pipeline.NewOperatorEvents(pcl, pipeline.Topics{Operational: "t.operational"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory(), seeds: c.ListenAddrs()}
-	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender, Recoveries: recs})
+	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender, Recoveries: recs,
+		OperatorEvents: ops})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +249,7 @@ func TestTenantIsolation(t *testing.T) {
 	if len(all.Data) != 2 {
 		t.Fatalf("admin lists %d endpoints, want 2", len(all.Data))
 	}
-	e.attempts.Insert(context.Background(), []audit.Attempt{{AttemptID: "x1", EndpointID: epB.ID, WebhookID: "msg_1", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	e.attempts.Insert(context.Background(), []audit.Attempt{{AttemptID: "x1", EndpointID: epB.ID, Tenant: "globex", WebhookID: "msg_1", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
 	p := "/v1/endpoints/" + epB.ID
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", p, ""}, {"PATCH", p, `{"url":"https://evil.example/"}`}, {"DELETE", p, ""},
@@ -402,7 +414,7 @@ func TestAttemptsMessagesHealth(t *testing.T) {
 	var rows []audit.Attempt
 	for i := range 25 {
 		a := audit.Attempt{AttemptID: fmt.Sprintf("a%02d", i), DeliveryID: fmt.Sprintf("d%d", i/2), EventID: fmt.Sprintf("e%d", i/2),
-			WebhookID: fmt.Sprintf("msg_%d", i/2), EventType: []string{"invoice.paid", "invoice.sent"}[i%2], EndpointID: ep.ID,
+			WebhookID: fmt.Sprintf("msg_%d", i/2), EventType: []string{"invoice.paid", "invoice.sent"}[i%2], EndpointID: ep.ID, Tenant: "acme",
 			AttemptNumber: 1 + i%2, AttemptedAt: now.Add(-time.Duration(25-i)*3*time.Minute + 30*time.Second), Outcome: audit.Delivered, HTTPStatus: 200}
 		if i%2 == 0 {
 			a.Outcome, a.HTTPStatus, a.NextAttemptAt = audit.RetryScheduled, 503, a.AttemptedAt.Add(time.Minute)
@@ -506,8 +518,8 @@ func TestResendFromDLQ(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x1", EndpointID: ep.ID, WebhookID: "msg_1", Outcome: audit.Exhausted, AttemptedAt: time.Now().Add(-time.Hour)},
-		{AttemptID: "x2", EndpointID: ep.ID, WebhookID: "msg_ok", Outcome: audit.Delivered, AttemptedAt: time.Now().Add(-time.Hour)}})
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x1", EndpointID: ep.ID, Tenant: "acme", WebhookID: "msg_1", Outcome: audit.Exhausted, AttemptedAt: time.Now().Add(-time.Hour)},
+		{AttemptID: "x2", EndpointID: ep.ID, Tenant: "acme", WebhookID: "msg_ok", Outcome: audit.Delivered, AttemptedAt: time.Now().Add(-time.Hour)}})
 	p := "/v1/endpoints/" + ep.ID + "/messages/"
 	want(t, e.call(t, "POST", p+"msg_1/resend", other, ""), http.StatusNotFound)
 	want(t, e.call(t, "POST", p+"msg_none/resend", tk, ""), http.StatusNotFound)
@@ -649,7 +661,7 @@ func TestRecover(t *testing.T) {
 		}
 	}
 	// msg_4 was delivered since (an earlier resend): not recovered again.
-	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x4", EndpointID: ep.ID, WebhookID: "msg_4", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "x4", EndpointID: ep.ID, Tenant: "acme", WebhookID: "msg_4", Outcome: audit.Delivered, AttemptedAt: time.Now()}})
 	since := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	p := "/v1/endpoints/" + ep.ID + "/recover"
 	want(t, e.call(t, "POST", p, globex, `{"since":"`+since+`"}`), http.StatusNotFound)
@@ -692,12 +704,201 @@ func TestRecover(t *testing.T) {
 	if n != 7 {
 		t.Fatalf("%d records on deliveries, want 3 + 4 (the repeated request sends nothing)", n)
 	}
-	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "y1", EndpointID: ep.ID, DeliveryID: first.DeliveryID, WebhookID: first.WebhookID, Outcome: audit.Delivered, AttemptedAt: time.Now()}})
+	e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "y1", EndpointID: ep.ID, Tenant: "acme", DeliveryID: first.DeliveryID, WebhookID: first.WebhookID, Outcome: audit.Delivered, AttemptedAt: time.Now()}})
 	want(t, e.call(t, "GET", "/v1/recoveries/"+res.ID, globex, ""), http.StatusNotFound)
 	got := decodeBody[struct {
 		Found, Queued, Delivered, Failed int
 	}](t, e.call(t, "GET", "/v1/recoveries/"+res.ID, acme, ""))
 	if got.Found != 3 || got.Queued != 3 || got.Delivered != 1 || got.Failed != 0 {
 		t.Fatalf("recovery progress %+v", got)
+	}
+}
+
+// TestLogIsTheCurrentTenants: an endpoint moved from one tenant to another
+// (an admin's PATCH of tenantid, or an ID re-created for another tenant)
+// shows, to every caller, only the attempts of its current tenant: the new
+// tenant never reads the old one's delivery log.
+func TestLogIsTheCurrentTenants(t *testing.T) {
+	e := newEnv(t)
+	acme, globex := e.newKey(t, false, "acme"), e.newKey(t, false, "globex")
+	r := e.call(t, "POST", "/v1/endpoints", e.admin, `{"id":"ep-moved","url":"https://a.example/hook","tenantid":"acme"}`)
+	want(t, r, http.StatusCreated)
+	p := "/v1/endpoints/ep-moved"
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	ctx := context.Background()
+	if err := e.attempts.Insert(ctx, []audit.Attempt{
+		{AttemptID: "acme-1", DeliveryID: "d1", EndpointID: "ep-moved", Tenant: "acme", WebhookID: "msg_acme", EventType: "invoice.paid",
+			Outcome: audit.Delivered, AttemptedAt: now.Add(-2 * time.Minute), ResponseBody: "acme's secret"},
+		// Refused by the dispatcher after the move: still acme's row.
+		{AttemptID: "acme-2", DeliveryID: "d2", EndpointID: "ep-moved", Tenant: "acme", WebhookID: "msg_acme2",
+			Outcome: audit.Abandoned, ErrorClass: "tenant_mismatch", AttemptedAt: now.Add(-time.Minute)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	type page struct {
+		Data []struct {
+			AttemptID string `json:"attempt_id"`
+		} `json:"data"`
+	}
+	seen := func(key string) []string {
+		var ids []string
+		for _, a := range decodeBody[page](t, e.call(t, "GET", p+"/attempts", key, "")).Data {
+			ids = append(ids, a.AttemptID)
+		}
+		return ids
+	}
+	if got := seen(acme); !slices.Equal(got, []string{"acme-2", "acme-1"}) {
+		t.Fatalf("acme before the move sees %v", got)
+	}
+	want(t, e.call(t, "PATCH", p, e.admin, `{"tenantid":"globex"}`), http.StatusOK)
+	if err := e.attempts.Insert(ctx, []audit.Attempt{{AttemptID: "globex-1", DeliveryID: "d3", EndpointID: "ep-moved", Tenant: "globex",
+		WebhookID: "msg_globex", Outcome: audit.Delivered, AttemptedAt: now}}); err != nil {
+		t.Fatal(err)
+	}
+	for who, key := range map[string]string{"globex": globex, "admin": e.admin} {
+		if got := seen(key); !slices.Equal(got, []string{"globex-1"}) {
+			t.Errorf("%s after the move sees %v, want only globex-1", who, got)
+		}
+		want(t, e.call(t, "GET", p+"/messages/msg_acme", key, ""), http.StatusNotFound)
+		want(t, e.call(t, "GET", p+"/messages/msg_globex", key, ""), http.StatusOK)
+		h := decodeBody[struct {
+			LastAttemptAt *time.Time               `json:"last_attempt_at"`
+			LastDay       struct{ Attempts int64 } `json:"last_day"`
+		}](t, e.call(t, "GET", p+"/health", key, ""))
+		if h.LastDay.Attempts != 1 || h.LastAttemptAt == nil || !h.LastAttemptAt.Equal(now) {
+			t.Errorf("%s's health after the move counts %d attempts (last %v), want globex's 1", who, h.LastDay.Attempts, h.LastAttemptAt)
+		}
+	}
+	want(t, e.call(t, "GET", p+"/attempts", acme, ""), http.StatusNotFound)
+}
+
+// TestDLQIsTheCurrentTenants: DLQ records made while an endpoint ID
+// belonged to one tenant are never listed, resent, replayed or recovered
+// for it once it belongs to another, whoever asks.
+func TestDLQIsTheCurrentTenants(t *testing.T) {
+	e := newEnv(t)
+	globex := e.newKey(t, false, "globex")
+	want(t, e.call(t, "POST", "/v1/endpoints", e.admin, `{"id":"ep-moved","url":"https://a.example/hook","tenantid":"acme"}`), http.StatusCreated)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	put := func(tenant, msg string) {
+		m := delivery.Meta{DeliveryID: "d-" + tenant + msg, WebhookID: msg, EndpointID: "ep-moved", Tenant: tenant, EventType: "invoice.paid", Reason: "exhausted"}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t.dlq", Key: []byte("ep-moved"), Value: []byte(tenant + "'s " + msg), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("acme", "msg_1")
+	put("acme", "msg_shared") // a message id both tenants have
+	want(t, e.call(t, "PATCH", "/v1/endpoints/ep-moved", e.admin, `{"tenantid":"globex"}`), http.StatusOK)
+	put("globex", "msg_2")
+	now := time.Now().UTC()
+	if err := e.attempts.Insert(ctx, []audit.Attempt{
+		{AttemptID: "g1", EndpointID: "ep-moved", Tenant: "globex", WebhookID: "msg_shared", Outcome: audit.Exhausted, AttemptedAt: now.Add(-time.Minute)},
+		{AttemptID: "g2", EndpointID: "ep-moved", Tenant: "globex", WebhookID: "msg_2", Outcome: audit.Exhausted, AttemptedAt: now.Add(-time.Minute)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	since := now.Add(-time.Hour).Format(time.RFC3339)
+	for who, key := range map[string]string{"globex": globex, "admin": e.admin} {
+		l := decodeBody[struct {
+			Data []struct {
+				WebhookID string `json:"webhook_id"`
+			} `json:"data"`
+		}](t, e.call(t, "GET", "/v1/dlq?endpoint_id=ep-moved&since="+url.QueryEscape(since), key, ""))
+		if len(l.Data) != 1 || l.Data[0].WebhookID != "msg_2" {
+			t.Errorf("%s lists the DLQ of ep-moved as %+v, want only globex's msg_2", who, l.Data)
+		}
+		// globex's msg_shared has no DLQ record of globex: acme's is not it.
+		if r := e.call(t, "POST", "/v1/endpoints/ep-moved/messages/msg_shared/resend", key, ""); r.StatusCode != http.StatusConflict {
+			t.Errorf("%s's resend of msg_shared: status %d, want 409 (no DLQ record of globex): %s", who, r.StatusCode, r.Body)
+		}
+		rp := e.call(t, "POST", "/v1/dlq/replay", key, `{"endpoint_id":"ep-moved","since":"`+since+`"}`)
+		want(t, rp, http.StatusAccepted)
+		if got := decodeBody[struct{ Replayed int }](t, rp); got.Replayed != 1 {
+			t.Errorf("%s's replay resent %d messages, want 1 (globex's msg_2): %s", who, got.Replayed, rp.Body)
+		}
+		rc := e.call(t, "POST", "/v1/endpoints/ep-moved/recover", key, `{"since":"`+since+`"}`)
+		want(t, rc, http.StatusAccepted)
+		if got := decodeBody[struct{ Found int }](t, rc); got.Found != 1 {
+			t.Errorf("%s's recovery found %d messages, want 1 (globex's msg_2): %s", who, got.Found, rc.Body)
+		}
+	}
+	// Nothing of acme's reached the deliveries topic.
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.deliveries"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n := 0
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && n < 4 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			n++
+			if m, _ := delivery.ParseMeta(r.Headers); m.Tenant != "globex" || !strings.HasPrefix(string(r.Value), "globex's") {
+				t.Errorf("resent %q of tenant %q to globex's endpoint", r.Value, m.Tenant)
+			}
+		})
+		cancel()
+	}
+	if n != 4 {
+		t.Errorf("%d records on deliveries, want 4 (globex's msg_2, replayed and recovered by each caller)", n)
+	}
+}
+
+// TestOperatorEvents: enable, disable and secret rotation through the API
+// publish the operational events the CLI publishes (on <prefix>operational,
+// the endpoint's tenant, only on a real transition).
+func TestOperatorEvents(t *testing.T) {
+	e := newEnv(t)
+	acme := e.newKey(t, false, "acme")
+	ep := e.create(t, acme, `{"url":"https://a.example/hook"}`)
+	p := "/v1/endpoints/" + ep.ID
+	want(t, e.call(t, "POST", p+"/enable", acme, ""), http.StatusOK) // already active: no event
+	want(t, e.call(t, "POST", p+"/disable", acme, `{"reason":"maintenance"}`), http.StatusOK)
+	want(t, e.call(t, "POST", p+"/disable", acme, ""), http.StatusOK) // already disabled: no event
+	want(t, e.call(t, "POST", p+"/enable", acme, ""), http.StatusOK)
+	want(t, e.call(t, "POST", p+"/secret/rotate", acme, `{"overlap":"1h"}`), http.StatusOK)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ConsumeTopics("t.operational"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	type event struct {
+		Type     string `json:"type"`
+		TenantID string `json:"tenantid"`
+		Subject  string `json:"subject"`
+		Data     operational.Data
+	}
+	var got []event
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && len(got) < 4 {
+		pctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
+			var ev event
+			if err := json.Unmarshal(r.Value, &ev); err != nil || string(r.Key) != ep.ID {
+				t.Errorf("record key %s value %s: %v", r.Key, r.Value, err)
+			}
+			got = append(got, ev)
+		})
+		cancel()
+	}
+	types := make([]string, len(got))
+	for i, ev := range got {
+		types[i] = ev.Type
+		if ev.TenantID != "acme" || ev.Data.EndpointID != ep.ID {
+			t.Errorf("event %+v: want tenant acme, endpoint %s", ev, ep.ID)
+		}
+	}
+	wantTypes := []string{operational.TypeEndpointDisabled, operational.TypeEndpointEnabled, operational.TypeEndpointSecretRotated}
+	if !slices.Equal(types, wantTypes) {
+		t.Fatalf("operational events %v, want %v", types, wantTypes)
+	}
+	if x := got[2].Data.OldSecretsExpireAt; x == nil || x.Before(time.Now().Add(50*time.Minute)) || x.After(time.Now().Add(time.Hour)) {
+		t.Errorf("secret_rotated old_secrets_expire_at %v, want in about 1 h", x)
 	}
 }

@@ -71,12 +71,31 @@ func decodeCursor(s string) (audit.Cursor, bool) {
 	return audit.Cursor{AttemptedAt: time.UnixMilli(n).UTC(), AttemptID: id}, true
 }
 
+// logQuery returns the query of e's delivery log: its ID and its current
+// tenant. Every read of the log goes through it, for every caller (admin
+// included): an endpoint ID that changed tenant (a PATCH of tenantid, or an
+// ID deleted and re-created for another tenant) shows only the attempts of
+// its current tenant, never the rows written while it was another tenant's
+// (nor the deliveries of the old tenant the dispatcher refuses after the
+// change, which are logged under the old tenant).
+func logQuery(e *endpoints.Endpoint) audit.Query {
+	tenant := e.TenantID
+	return audit.Query{EndpointID: e.ID, Tenant: &tenant}
+}
+
+// logFilter is logQuery's Filter, for counts and summaries.
+func logFilter(e *endpoints.Endpoint) audit.Filter {
+	q := logQuery(e)
+	return audit.Filter{EndpointID: q.EndpointID, Tenant: q.Tenant}
+}
+
 func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p Principal) {
 	e, ok := s.lookup(w, r, p)
 	if !ok {
 		return
 	}
-	q := audit.Query{EndpointID: e.ID, EventType: r.URL.Query().Get("event_type"), EventID: r.URL.Query().Get("event_id")}
+	q := logQuery(e)
+	q.EventType, q.EventID = r.URL.Query().Get("event_type"), r.URL.Query().Get("event_id")
 	var bad []FieldDetail
 	v := r.URL.Query()
 	for _, t := range []struct {
@@ -142,7 +161,9 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, p Principal)
 		return
 	}
 	msg := r.PathValue("msg_id")
-	as, err := s.o.Attempts.Log(r.Context(), audit.Query{EndpointID: e.ID, WebhookID: msg, Limit: audit.MaxLimit})
+	q := logQuery(e)
+	q.WebhookID, q.Limit = msg, audit.MaxLimit
+	as, err := s.o.Attempts.Log(r.Context(), q)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
@@ -202,7 +223,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, p Principal) {
 		}
 	}
 	last := func(outcomes ...audit.Outcome) (*time.Time, error) {
-		as, err := s.o.Attempts.Log(ctx, audit.Query{EndpointID: e.ID, Outcomes: outcomes, Limit: 1})
+		q := logQuery(e)
+		q.Outcomes, q.Limit = outcomes, 1
+		as, err := s.o.Attempts.Log(ctx, q)
 		if err != nil || len(as) == 0 {
 			return nil, err
 		}
@@ -218,12 +241,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, p Principal) {
 		s.unavailable(w, r, err)
 		return
 	}
-	hour, err := s.o.Attempts.Summary(ctx, audit.Filter{EndpointID: e.ID, Since: now.Add(-time.Hour)})
+	hourF, dayF := logFilter(e), logFilter(e)
+	hourF.Since, dayF.Since = now.Add(-time.Hour), now.Add(-24*time.Hour)
+	hour, err := s.o.Attempts.Summary(ctx, hourF)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
-	day, err := s.o.Attempts.Summary(ctx, audit.Filter{EndpointID: e.ID, Since: now.Add(-24 * time.Hour)})
+	day, err := s.o.Attempts.Summary(ctx, dayF)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return

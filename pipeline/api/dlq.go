@@ -36,17 +36,27 @@ type dlqEntry struct {
 	Offset     int64     `json:"offset"`
 }
 
-// dlqVisible reports whether p may see DLQ record r: an admin every one, a
-// tenant key those of its tenant to an endpoint it sees now.
+// dlqOf reports whether DLQ record r is one of endpoint e's now: keyed by
+// e's ID and made for e's current tenant (its delivery.HeaderTenant, ""
+// for none, equal to e.TenantID). An endpoint ID can change tenant over
+// time (an admin's change of tenantid, an ID deleted and re-created for
+// another tenant), and the DLQ keeps the earlier tenant's records for 30
+// days: they are not the endpoint's any more, for any caller. Every scan of
+// the DLQ for an endpoint (list, resend, replay, recover) uses it.
+func dlqOf(r *kgo.Record, e *endpoints.Endpoint) bool {
+	return string(r.Key) == e.ID && headerOf(r, delivery.HeaderTenant) == e.TenantID
+}
+
+// dlqVisible reports whether p may see DLQ record r in a list not scoped to
+// one endpoint: an admin every record (the whole topic, deleted endpoints'
+// and earlier tenants' records included), a tenant key those of an endpoint
+// it sees now that are that endpoint's (dlqOf).
 func (s *Server) dlqVisible(p Principal, r *kgo.Record) bool {
 	if p.Admin {
 		return true
 	}
-	if headerOf(r, delivery.HeaderTenant) != p.Tenant {
-		return false
-	}
 	e, ok := s.o.Endpoints.View().Get(string(r.Key))
-	return ok && visible(p, e)
+	return ok && visible(p, e) && dlqOf(r, e)
 }
 
 // parseTimes parses since (default: DefaultDLQWindow ago, or required) and
@@ -97,8 +107,10 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, p Principal) {
 		return
 	}
 	ep := q.Get("endpoint_id")
+	var e *endpoints.Endpoint
 	if ep != "" {
-		e, err := s.o.Endpoints.Get(r.Context(), ep)
+		var err error
+		e, err = s.o.Endpoints.Get(r.Context(), ep)
 		if err != nil || !visible(p, e) {
 			writeProblem(w, r, probNotFound, fmt.Sprintf("no endpoint %q", ep))
 			return
@@ -112,7 +124,7 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, p Principal) {
 	var out []dlqEntry
 	truncated := false
 	err = s.o.Resender.scan(r.Context(), spans, func(rec *kgo.Record) bool {
-		if (ep != "" && string(rec.Key) != ep) || !inRange(rec, since, until) || !s.dlqVisible(p, rec) {
+		if !inRange(rec, since, until) || (e != nil && !dlqOf(rec, e)) || (e == nil && !s.dlqVisible(p, rec)) {
 			return true
 		}
 		if len(out) == limit {
@@ -178,7 +190,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, e *endpoints.End
 	latest := map[string]*kgo.Record{}
 	var order []string
 	err = s.o.Resender.scan(r.Context(), spans, func(rec *kgo.Record) bool {
-		if string(rec.Key) != e.ID || !inRange(rec, since, until) {
+		if !dlqOf(rec, e) || !inRange(rec, since, until) {
 			return true
 		}
 		id := headerOf(rec, delivery.HeaderWebhookID)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
@@ -352,6 +353,7 @@ func (s *Server) enableEndpoint(w http.ResponseWriter, r *http.Request, p Princi
 	if !s.writeError(w, r, err) {
 		return
 	}
+	s.operatorEvent(cur, func(o *pipeline.OperatorEvents) error { return o.Enabled(r.Context(), cur, got) })
 	w.Header().Set("ETag", etag(got))
 	writeJSON(w, http.StatusOK, viewOf(got))
 }
@@ -371,6 +373,7 @@ func (s *Server) disableEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 	if !s.writeError(w, r, err) {
 		return
 	}
+	s.operatorEvent(cur, func(o *pipeline.OperatorEvents) error { return o.Disabled(r.Context(), cur, got) })
 	w.Header().Set("ETag", etag(got))
 	writeJSON(w, http.StatusOK, viewOf(got))
 }
@@ -415,6 +418,20 @@ func (s *Server) rotateSecret(w http.ResponseWriter, r *http.Request, p Principa
 	if !s.writeError(w, r, err) {
 		return
 	}
+	s.operatorEvent(cur, func(o *pipeline.OperatorEvents) error { return o.SecretRotated(r.Context(), got, until) })
 	w.Header().Set("ETag", etag(got))
 	writeJSON(w, http.StatusOK, map[string]any{"endpoint": viewOf(got), "secret": secret, "previous_expire_at": until})
+}
+
+// operatorEvent publishes the operational event of a change already
+// written (pipeline.OperatorEvents decides whether one is due). A failure
+// is logged, not answered: the change stands, and the response (a rotated
+// secret is shown only once) must reach the caller.
+func (s *Server) operatorEvent(e *endpoints.Endpoint, publish func(*pipeline.OperatorEvents) error) {
+	if s.o.OperatorEvents == nil {
+		return
+	}
+	if err := publish(s.o.OperatorEvents); err != nil {
+		s.o.Logger.Error("api: operational event not published", "endpoint", e.ID, "err", err)
+	}
 }

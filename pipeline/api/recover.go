@@ -92,7 +92,7 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 	latest := map[string]*kgo.Record{}
 	var order []string
 	err = s.o.Resender.scan(ctx, spans, func(rec *kgo.Record) bool {
-		if string(rec.Key) != e.ID || !inRange(rec, since, until) {
+		if !dlqOf(rec, e) || !inRange(rec, since, until) {
 			return true
 		}
 		id := headerOf(rec, delivery.HeaderWebhookID)
@@ -124,7 +124,9 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 			continue
 		}
 		// Delivered since (e.g. by an earlier resend or recovery): not again.
-		as, err := s.o.Attempts.Log(ctx, audit.Query{EndpointID: e.ID, WebhookID: id, Outcomes: []audit.Outcome{audit.Delivered}, Limit: 1})
+		q := logQuery(e)
+		q.WebhookID, q.Outcomes, q.Limit = id, []audit.Outcome{audit.Delivered}, 1
+		as, err := s.o.Attempts.Log(ctx, q)
 		if err != nil {
 			s.unavailable(w, r, err)
 			return
@@ -183,7 +185,9 @@ func (s *Server) getRecovery(w http.ResponseWriter, r *http.Request, p Principal
 	}
 	delivered, failed := 0, 0
 	for _, rs := range rec.Resends {
-		as, err := s.o.Attempts.Log(r.Context(), audit.Query{EndpointID: rec.EndpointID, DeliveryID: rs.ResendID, Limit: 1})
+		// The resends carry the tenant the recovery was made for (its
+		// endpoint's then), so their attempts are that tenant's rows.
+		as, err := s.o.Attempts.Log(r.Context(), audit.Query{EndpointID: rec.EndpointID, Tenant: &rec.Tenant, DeliveryID: rs.ResendID, Limit: 1})
 		if err != nil {
 			s.unavailable(w, r, err)
 			return

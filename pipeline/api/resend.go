@@ -164,16 +164,17 @@ func headerOf(r *kgo.Record, key string) string {
 	return ""
 }
 
-// find returns the newest DLQ record of message msg to endpoint ep, read
-// from since on in the one DLQ partition the endpoint's key maps to.
-func (s *Resender) find(ctx context.Context, ep, msg string, since time.Time) (*kgo.Record, error) {
-	spans, err := s.spans(ctx, ep, since)
+// find returns the newest DLQ record of message msg that is endpoint e's
+// (dlqOf: its key and its current tenant), read from since on in the one
+// DLQ partition the endpoint's key maps to.
+func (s *Resender) find(ctx context.Context, e *endpoints.Endpoint, msg string, since time.Time) (*kgo.Record, error) {
+	spans, err := s.spans(ctx, e.ID, since)
 	if err != nil {
 		return nil, err
 	}
 	var found *kgo.Record
 	err = s.scan(ctx, spans, func(r *kgo.Record) bool {
-		if string(r.Key) == ep && headerOf(r, delivery.HeaderWebhookID) == msg {
+		if dlqOf(r, e) && headerOf(r, delivery.HeaderWebhookID) == msg {
 			found = r
 		}
 		return true
@@ -218,7 +219,9 @@ func (s *Server) resendMessage(w http.ResponseWriter, r *http.Request, p Princip
 		return
 	}
 	msg := r.PathValue("msg_id")
-	as, err := s.o.Attempts.Log(r.Context(), audit.Query{EndpointID: e.ID, WebhookID: msg, Limit: audit.MaxLimit})
+	q := logQuery(e)
+	q.WebhookID, q.Limit = msg, audit.MaxLimit
+	as, err := s.o.Attempts.Log(r.Context(), q)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
@@ -228,7 +231,7 @@ func (s *Server) resendMessage(w http.ResponseWriter, r *http.Request, p Princip
 		return
 	}
 	first := as[len(as)-1].AttemptedAt // the log is newest first
-	rec, err := s.o.Resender.find(r.Context(), e.ID, msg, first.Add(-time.Minute))
+	rec, err := s.o.Resender.find(r.Context(), e, msg, first.Add(-time.Minute))
 	if errors.Is(err, errNoDLQRecord) {
 		writeProblem(w, r, probNoDLQRecord, "the message has no DLQ record: it was delivered, is still being retried, or its DLQ record is past retention (30 d)")
 		return

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
@@ -63,6 +64,10 @@ type Options struct {
 	// Recoveries records POST …/recover for GET /v1/recoveries/{id}.
 	// Optional: nil answers both 503.
 	Recoveries *Recoveries
+	// OperatorEvents publishes the operational events of enable, disable and
+	// secret rotation (as the CLI does). Optional: nil publishes none (a
+	// process without the pipeline's topics, e.g. a test).
+	OperatorEvents *pipeline.OperatorEvents
 	// Now is the clock of health windows and secret expiry. Optional.
 	// Default time.Now.
 	Now func() time.Time

@@ -72,7 +72,9 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 ('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0),
 ('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0),
 ('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0)
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
 ;
 
 INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms) VALUES
@@ -83,11 +85,13 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 ('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0),
 ('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0),
 ('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0)
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
 ;
 
 -- check: log
--- expect: a-6 | a-4 | a-3 | a-2 | a-1 | a-5
+-- expect: a-6 | c-8 | c-7 | a-4 | a-3 | a-2 | a-1 | a-5
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
@@ -97,7 +101,7 @@ LIMIT 100
 ;
 
 -- check: log_limit
--- expect: a-6 | a-4 | a-3
+-- expect: a-6 | c-8 | c-7
 SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
@@ -151,15 +155,48 @@ LIMIT 1 BY attempt_id
 LIMIT 100
 ;
 
+-- check: log_tenant
+-- expect: a-6 | a-4 | a-3 | a-2 | a-1 | a-5
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+FROM audit_sqlcheck.attempts
+WHERE endpoint_id = 'ep-1'
+  AND tenant = 't1'
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
+LIMIT 1 BY attempt_id
+LIMIT 100
+;
+
+-- check: log_tenant_other
+-- expect: c-7
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+FROM audit_sqlcheck.attempts
+WHERE endpoint_id = 'ep-1'
+  AND tenant = 't2'
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
+LIMIT 1 BY attempt_id
+LIMIT 100
+;
+
+-- check: log_no_tenant
+-- expect: c-8
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+FROM audit_sqlcheck.attempts
+WHERE endpoint_id = 'ep-1'
+  AND tenant = ''
+ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
+LIMIT 1 BY attempt_id
+LIMIT 100
+;
+
 -- check: count
--- expect: 8
+-- expect: 10
 SELECT count()
 FROM audit_sqlcheck.attempts FINAL
 WHERE 1
 ;
 
 -- check: count_endpoint_since_until
--- expect: 4
+-- expect: 6
 SELECT count()
 FROM audit_sqlcheck.attempts FINAL
 WHERE endpoint_id = 'ep-1'
@@ -167,8 +204,16 @@ WHERE endpoint_id = 'ep-1'
   AND attempted_at <= 1740916800 AND (attempted_at < 1740916800 OR attempted_ms < 250)
 ;
 
+-- check: count_tenant
+-- expect: 1
+SELECT count()
+FROM audit_sqlcheck.attempts FINAL
+WHERE endpoint_id = 'ep-1'
+  AND tenant = 't2'
+;
+
 -- check: summary
--- expect: ep-1	6	6	3	1	1	0	0	1	0	0	0	0	0	0	[30,50] | ep-2	1	1	1	0	0	0	0	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	0	0	0	0	[0,0]
+-- expect: ep-1	8	8	4	1	1	0	0	2	0	0	0	0	0	0	[40,70] | ep-2	1	1	1	0	0	0	0	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	0	0	0	0	[0,0]
 SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'delivered'),
   countIf(outcome = 'retry_scheduled'),
@@ -190,7 +235,7 @@ ORDER BY endpoint_id
 ;
 
 -- check: summary_endpoint_since
--- expect: ep-1	4	4	1	1	1	0	0	1	0	0	0	0	0	0	[30,40]
+-- expect: ep-1	6	6	2	1	1	0	0	2	0	0	0	0	0	0	[40,70]
 SELECT endpoint_id, count(), uniqExact(delivery_id),
   countIf(outcome = 'delivered'),
   countIf(outcome = 'retry_scheduled'),
@@ -212,13 +257,35 @@ GROUP BY endpoint_id
 ORDER BY endpoint_id
 ;
 
+-- check: summary_tenant
+-- expect: ep-1	6	6	3	1	1	0	0	1	0	0	0	0	0	0	[30,50] | ep-2	1	1	1	0	0	0	0	0	0	0	0	0	0	0	[7,7] | it's \ ep	1	1	0	0	0	0	1	0	0	0	0	0	0	0	[0,0]
+SELECT endpoint_id, count(), uniqExact(delivery_id),
+  countIf(outcome = 'delivered'),
+  countIf(outcome = 'retry_scheduled'),
+  countIf(outcome = 'failed'),
+  countIf(outcome = 'gone'),
+  countIf(outcome = 'blocked'),
+  countIf(outcome = 'abandoned'),
+  countIf(outcome = 'exhausted'),
+  countIf(outcome = 'expired'),
+  countIf(outcome = 'skipped'),
+  countIf(outcome = 'config_error'),
+  countIf(outcome = 'sending'),
+  countIf(outcome = 'interrupted'),
+  quantilesExactIf(0.5, 0.99)(latency_ms, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted'))
+FROM audit_sqlcheck.attempts FINAL
+WHERE tenant = 't1'
+GROUP BY endpoint_id
+ORDER BY endpoint_id
+;
+
 -- check: drop_partition
 -- expect: 
 ALTER TABLE audit_sqlcheck.attempts DROP PARTITION ID '20250228'
 ;
 
 -- check: count_after_drop
--- expect: 7
+-- expect: 9
 SELECT count()
 FROM audit_sqlcheck.attempts FINAL
 WHERE 1
