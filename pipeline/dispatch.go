@@ -432,7 +432,7 @@ func (d *Dispatcher) take(fs kgo.Fetches) {
 }
 
 // shutdown stops the partition workers, waits for in-flight attempts to end
-// and commits their results.
+// and commits their results (shutdownFlush).
 func (d *Dispatcher) shutdown() error {
 	d.mu.Lock()
 	parts := make([]*partState, 0, len(d.parts))
@@ -450,11 +450,50 @@ func (d *Dispatcher) shutdown() error {
 	for _, p := range parts {
 		p.wg.Wait()
 	}
-	err := d.flush(context.Background())
+	err := d.shutdownFlush()
 	for _, p := range parts {
 		p.cancel()
 	}
 	return err
+}
+
+// shutdownFlush is the last flush of a run: it ignores the back-off of
+// earlier aborts (a shutdown within it would commit nothing: outcome rows
+// lost, shown as interrupted; loose health records lost; deliveries sent
+// again) and retries until everything finished is committed: after an
+// abort it waits the transactor's back-off, then polls once so franz-go
+// re-fetches the rewound partitions (it proposes a partition for commit
+// only once it is fetched again; the records polled are not taken on, and
+// the commit never passes the tracker's, so none of them is skipped).
+// Retries stop once TransactionTimeout has passed since the first (a
+// transaction already begun runs to its own bound): what is still
+// uncommitted then is redone by the next owner, its outcome rows shown as
+// interrupted. Poll loop only.
+func (d *Dispatcher) shutdownFlush() error {
+	ctx, cancel := context.WithTimeout(context.Background(), d.o.TransactionTimeout)
+	defer cancel()
+	for {
+		d.nextFlushAt = time.Time{}
+		st, err := d.flushStep(ctx)
+		if err != nil || (!st.aborted && st.waiting == 0) {
+			return err
+		}
+		if st.aborted {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d.txn.backoff()):
+			}
+		}
+		if ctx.Err() != nil {
+			d.o.Logger.Warn("dispatch: shutdown: last commit not done within the transaction timeout; the next owner redoes what remains",
+				"aborted", st.aborted, "partitions_waiting", st.waiting)
+			return nil
+		}
+		pctx, pcancel := context.WithTimeout(ctx, d.o.FlushInterval)
+		d.sess.PollRecords(pctx, 10000) // not taken: only re-fetched, so proposed for commit
+		pcancel()
+		d.sess.AllowRebalance()
+	}
 }
 
 // now is the dispatcher's clock (DispatcherOptions.Now).
