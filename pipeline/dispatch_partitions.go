@@ -140,6 +140,12 @@ func (d *Dispatcher) fetchSkips(ctx context.Context, cl *kgo.Client, ps []int32)
 // away. In-flight attempts of those partitions are cancelled and awaited, so
 // no delivery is ever sent by two consumers at once; their results are not
 // committed, so the next owner sends them again (same webhook-id, same body).
+// The outcome rows of attempts that finished but are not committed yet (in
+// p.out after an abort, or waiting for room in the commit metadata) move to
+// d.loose, so they still commit (as gather does for completions of revoked
+// partitions): the attempt happened. p.out never holds a committed record,
+// so none is written twice. Its other follow-ups (tier, DLQ) are dropped:
+// the next owner redoes those deliveries.
 func (d *Dispatcher) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	ps := revoked[d.o.Topics.Deliveries]
 	var gone []*partState
@@ -166,7 +172,29 @@ func (d *Dispatcher) revoked(_ context.Context, _ *kgo.Client, revoked map[strin
 	for _, p := range gone {
 		p.wg.Wait()
 	}
+	d.keepAttemptRows(gone)
 	if len(gone) > 0 {
 		d.o.Logger.Info("dispatch: partitions revoked", "partitions", ps)
 	}
+}
+
+// keepAttemptRows moves the attempt rows of gone's follow-ups (p.out) to
+// d.loose and clears p.out. It runs where p.out may be touched: in revoked,
+// which runs only while the poll loop polls (or from the poll loop itself).
+func (d *Dispatcher) keepAttemptRows(gone []*partState) {
+	var rows []*kgo.Record
+	for _, p := range gone {
+		for _, o := range p.out {
+			if o.rec.Topic == d.o.Topics.Attempts {
+				rows = append(rows, o.rec)
+			}
+		}
+		p.out = nil
+	}
+	if len(rows) == 0 {
+		return
+	}
+	d.doneMu.Lock()
+	d.loose = append(d.loose, rows...)
+	d.doneMu.Unlock()
 }
