@@ -248,8 +248,8 @@ type Dispatcher struct {
 	done   []completion  // attempts finished since the last flush; guarded by doneMu
 	loose  []*kgo.Record // attempt rows of revoked partitions, and health transitions (health.go): tied to no offset; guarded by doneMu
 
-	joined chan struct{} // closed at the first assignment
-	once   sync.Once
+	joined       chan struct{} // closed at the first assignment of the current (or next) run; replaced by endRun; guarded by mu
+	joinedClosed bool          // joined is closed; guarded by mu
 
 	orphans     []*kgo.Record // attempt rows tied to no owned offset, until a transaction commits them; poll loop only
 	nextFlushAt time.Time     // backoff after aborts; poll loop only
@@ -334,9 +334,27 @@ func (d *Dispatcher) newTransactor(sess *kgo.GroupTransactSession) *transactor {
 		base: 2 * d.o.FlushInterval, log: d.o.Logger, aborts: d.m.txnAborts}
 }
 
-// Joined is closed once the dispatcher has been assigned partitions for the
-// first time (the group is joined).
-func (d *Dispatcher) Joined() <-chan struct{} { return d.joined }
+// Joined returns a channel closed once the current run has joined its
+// consumer group (its first assignment, even of no partitions). It refers
+// to one run: called while Run runs, that run's; called before Run or after
+// it returned, the next run's (a channel handed out earlier keeps its
+// state). So a supervisor that calls it before each Run (or while it runs)
+// sees "joined" only for a run that joined. Safe for concurrent use.
+func (d *Dispatcher) Joined() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.joined
+}
+
+// markJoined closes the current run's Joined channel (once).
+func (d *Dispatcher) markJoined() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.joinedClosed {
+		close(d.joined)
+		d.joinedClosed = true
+	}
+}
 
 // Run consumes until ctx ends, then finishes: it stops fetching, lets the
 // attempts in flight end (each bounded by its endpoint's request timeout),
@@ -407,6 +425,9 @@ func (d *Dispatcher) endRun() {
 	}
 	d.live.Store(nil)
 	d.sess, d.txn = nil, nil
+	d.mu.Lock()
+	d.joined, d.joinedClosed = make(chan struct{}), false // the next run's
+	d.mu.Unlock()
 }
 
 // take logs the fetch errors of fs and accepts its records, partition by

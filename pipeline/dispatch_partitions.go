@@ -49,7 +49,7 @@ type item struct {
 func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	// The group is joined, even when it gave this member nothing (more
 	// members than partitions).
-	defer d.once.Do(func() { close(d.joined) })
+	defer d.markJoined()
 	ps := assigned[d.o.Topics.Deliveries]
 	if len(ps) == 0 {
 		return
