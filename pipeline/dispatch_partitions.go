@@ -46,6 +46,7 @@ type item struct {
 // assigned runs in the client's group goroutine when partitions are added.
 // It reads the committed offsets with their metadata so deliveries that the
 // previous owner finished above its committed offset are not sent again.
+// A partition it still holds is revoked first (see revoked).
 func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	// The group is joined, even when it gave this member nothing (more
 	// members than partitions).
@@ -53,6 +54,21 @@ func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[
 	ps := assigned[d.o.Topics.Deliveries]
 	if len(ps) == 0 {
 		return
+	}
+	// A partition still held (lost without a callback reaching us, then
+	// assigned again) is revoked first: its pumps and attempts stop, its
+	// outcome rows are kept, and no two states of one partition run.
+	d.mu.Lock()
+	var held []int32
+	for _, id := range ps {
+		if d.parts[id] != nil {
+			held = append(held, id)
+		}
+	}
+	d.mu.Unlock()
+	if len(held) > 0 {
+		d.o.Logger.Warn("dispatch: partitions assigned again while still held; revoking the old state first", "partitions", held)
+		d.revoked(ctx, cl, map[string][]int32{d.o.Topics.Deliveries: held})
 	}
 	skips := d.fetchSkips(ctx, cl, ps)
 	d.mu.Lock()
