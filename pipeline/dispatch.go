@@ -96,9 +96,10 @@ type DispatcherOptions struct {
 	// offset and its follow-up record (retry tier, DLQ) are committed in one
 	// transaction. Optional. Default 100ms.
 	FlushInterval time.Duration
-	// TransactionTimeout bounds one commit transaction (produce, offset
-	// commit, end); it is also the Kafka transaction timeout, after which
-	// the broker aborts a transaction left open by a dead process.
+	// TransactionTimeout is the Kafka transaction timeout, after which
+	// the broker aborts a transaction left open by a dead process; one
+	// commit transaction (produce, offset commit, end) is bounded by twice
+	// it (the rule of every stage, see txnBound in txn.go).
 	// Optional. Default DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
 	// Health configures the failing-since clock, auto-disable and the
@@ -326,11 +327,12 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 }
 
 // newTransactor is the dispatcher's transaction shape on sess: each
-// transaction bounded by TransactionTimeout; after aborts in a row it backs
+// transaction bounded by 2 × TransactionTimeout (txnBound, the rule of
+// every stage); after aborts in a row it backs
 // off FlushInterval doubled per abort (the first wait is 2×FlushInterval),
 // at most abortBackoffMax.
 func (d *Dispatcher) newTransactor(sess *kgo.GroupTransactSession) *transactor {
-	return &transactor{sess: sess, stage: "dispatch", timeout: d.o.TransactionTimeout,
+	return &transactor{sess: sess, stage: "dispatch", timeout: txnBound(d.o.TransactionTimeout),
 		base: 2 * d.o.FlushInterval, log: d.o.Logger, aborts: d.m.txnAborts}
 }
 
@@ -368,9 +370,9 @@ func (d *Dispatcher) markJoined() {
 // of attempts cut short by a revoke, carry over to the next run.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.resetRun()
-	sess, err := kgo.NewGroupTransactSession(d.clientOpts()...)
+	sess, err := newStageSession("dispatcher", d.clientOpts())
 	if err != nil {
-		return fmt.Errorf("pipeline: dispatcher client: %w", err)
+		return err
 	}
 	d.sess, d.txn = sess, d.newTransactor(sess)
 	d.live.Store(sess.Client())
