@@ -217,7 +217,7 @@ func (o *DispatcherOptions) validate() error {
 // A goroutine holding one of these locks may take only those after it, in
 // this order, never one before it:
 //
-//	d.mu → partState.mu → d.doneMu
+//	d.mu → partState.mu → d.health.mu → d.doneMu
 //	d.limMu → (a ratelimit.Endpoint's own lock)
 //	partState.mu → (a ratelimit.Endpoint's own lock)
 //
@@ -226,7 +226,10 @@ func (o *DispatcherOptions) validate() error {
 // it before taking a partition's lock. partState.mu guards the partition's
 // queues, its backlog and every field of its endpointQueues (they have no
 // lock of their own; q.wake is a channel). The pump calls complete (d.doneMu)
-// and a limiter's methods with partState.mu held. d.limMu (the limiters map)
+// and a limiter's methods with partState.mu held. d.health.mu (the health
+// tracker's entries, health.go) is taken by healthSource.Get (every
+// Endpoints.Get, the pump's with partState.mu held) and by observeHealth,
+// which takes d.doneMu under it to queue loose records. d.limMu (the limiters map)
 // is never held with d.mu, partState.mu or d.doneMu, and nothing is taken
 // while holding d.doneMu. The poll-loop-only fields (partState.tracker, out,
 // paused; d.orphans, d.nextFlushAt) need no lock.
