@@ -500,7 +500,9 @@ func (d *Dispatcher) shutdownFlush() error {
 	defer cancel()
 	for {
 		d.nextFlushAt = time.Time{}
+		d.holdRebalances() // revoked moves p.out: not while this flush reads it
 		st, err := d.flushStep(ctx)
+		d.sess.AllowRebalance()
 		if err != nil || (!st.aborted && st.waiting == 0) {
 			return err
 		}
@@ -520,6 +522,15 @@ func (d *Dispatcher) shutdownFlush() error {
 		pcancel()
 		d.sess.AllowRebalance()
 	}
+}
+
+// holdRebalances blocks the rebalance callbacks until the next
+// AllowRebalance, as a poll does (BlockRebalanceOnPoll): a poll with an
+// ended context fetches nothing and returns at once.
+func (d *Dispatcher) holdRebalances() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.sess.PollRecords(ctx, 1)
 }
 
 // now is the dispatcher's clock (DispatcherOptions.Now).

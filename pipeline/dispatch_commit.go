@@ -9,8 +9,8 @@ import (
 // flush applies completions and, when anything is ready, commits the
 // follow-up records and the offsets they retire in one transaction. It runs
 // on the poll loop, between a poll and AllowRebalance, so the set of owned
-// partitions cannot change under it (but at shutdown, where callbacks may
-// run: hence d.mu around the maps).
+// partitions cannot change under it (at shutdown too: shutdownFlush holds
+// the callbacks off around each flush; d.mu guards the maps all the same).
 //
 // Its steps each have their file: gather (dispatch_gather.go), plan the
 // commit (dispatch_followups.go), transact (here, through the stage's
