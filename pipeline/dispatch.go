@@ -96,9 +96,10 @@ type DispatcherOptions struct {
 	// offset and its follow-up record (retry tier, DLQ) are committed in one
 	// transaction. Optional. Default 100ms.
 	FlushInterval time.Duration
-	// TransactionTimeout bounds one commit transaction (produce, offset
-	// commit, end); it is also the Kafka transaction timeout, after which
-	// the broker aborts a transaction left open by a dead process.
+	// TransactionTimeout is the Kafka transaction timeout, after which
+	// the broker aborts a transaction left open by a dead process; one
+	// commit transaction (produce, offset commit, end) is bounded by twice
+	// it (the rule of every stage, see txnBound in txn.go).
 	// Optional. Default DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
 	// Health configures the failing-since clock, auto-disable and the
@@ -216,7 +217,7 @@ func (o *DispatcherOptions) validate() error {
 // A goroutine holding one of these locks may take only those after it, in
 // this order, never one before it:
 //
-//	d.mu → partState.mu → d.doneMu
+//	d.mu → partState.mu → d.health.mu → d.doneMu
 //	d.limMu → (a ratelimit.Endpoint's own lock)
 //	partState.mu → (a ratelimit.Endpoint's own lock)
 //
@@ -225,7 +226,10 @@ func (o *DispatcherOptions) validate() error {
 // it before taking a partition's lock. partState.mu guards the partition's
 // queues, its backlog and every field of its endpointQueues (they have no
 // lock of their own; q.wake is a channel). The pump calls complete (d.doneMu)
-// and a limiter's methods with partState.mu held. d.limMu (the limiters map)
+// and a limiter's methods with partState.mu held. d.health.mu (the health
+// tracker's entries, health.go) is taken by healthSource.Get (every
+// Endpoints.Get, the pump's with partState.mu held) and by observeHealth,
+// which takes d.doneMu under it to queue loose records. d.limMu (the limiters map)
 // is never held with d.mu, partState.mu or d.doneMu, and nothing is taken
 // while holding d.doneMu. The poll-loop-only fields (partState.tracker, out,
 // paused; d.orphans, d.nextFlushAt) need no lock.
@@ -248,8 +252,8 @@ type Dispatcher struct {
 	done   []completion  // attempts finished since the last flush; guarded by doneMu
 	loose  []*kgo.Record // attempt rows of revoked partitions, and health transitions (health.go): tied to no offset; guarded by doneMu
 
-	joined chan struct{} // closed at the first assignment
-	once   sync.Once
+	joined       chan struct{} // closed at the first assignment of the current (or next) run; replaced by endRun; guarded by mu
+	joinedClosed bool          // joined is closed; guarded by mu
 
 	orphans     []*kgo.Record // attempt rows tied to no owned offset, until a transaction commits them; poll loop only
 	nextFlushAt time.Time     // backoff after aborts; poll loop only
@@ -326,17 +330,36 @@ func (d *Dispatcher) clientOpts() []kgo.Opt {
 }
 
 // newTransactor is the dispatcher's transaction shape on sess: each
-// transaction bounded by TransactionTimeout; after aborts in a row it backs
+// transaction bounded by 2 × TransactionTimeout (txnBound, the rule of
+// every stage); after aborts in a row it backs
 // off FlushInterval doubled per abort (the first wait is 2×FlushInterval),
 // at most abortBackoffMax.
 func (d *Dispatcher) newTransactor(sess *kgo.GroupTransactSession) *transactor {
-	return &transactor{sess: sess, stage: "dispatch", timeout: d.o.TransactionTimeout,
+	return &transactor{sess: sess, stage: "dispatch", timeout: txnBound(d.o.TransactionTimeout),
 		base: 2 * d.o.FlushInterval, log: d.o.Logger, aborts: d.m.txnAborts}
 }
 
-// Joined is closed once the dispatcher has been assigned partitions for the
-// first time (the group is joined).
-func (d *Dispatcher) Joined() <-chan struct{} { return d.joined }
+// Joined returns a channel closed once the current run has joined its
+// consumer group (its first assignment, even of no partitions). It refers
+// to one run: called while Run runs, that run's; called before Run or after
+// it returned, the next run's (a channel handed out earlier keeps its
+// state). So a supervisor that calls it before each Run (or while it runs)
+// sees "joined" only for a run that joined. Safe for concurrent use.
+func (d *Dispatcher) Joined() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.joined
+}
+
+// markJoined closes the current run's Joined channel (once).
+func (d *Dispatcher) markJoined() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.joinedClosed {
+		close(d.joined)
+		d.joinedClosed = true
+	}
+}
 
 // Run consumes until ctx ends, then finishes: it stops fetching, lets the
 // attempts in flight end (each bounded by its endpoint's request timeout),
@@ -350,9 +373,9 @@ func (d *Dispatcher) Joined() <-chan struct{} { return d.joined }
 // of attempts cut short by a revoke, carry over to the next run.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	d.resetRun()
-	sess, err := kgo.NewGroupTransactSession(d.clientOpts()...)
+	sess, err := newStageSession("dispatcher", d.clientOpts())
 	if err != nil {
-		return fmt.Errorf("pipeline: dispatcher client: %w", err)
+		return err
 	}
 	d.sess, d.txn = sess, d.newTransactor(sess)
 	d.live.Store(sess.Client())
@@ -407,6 +430,9 @@ func (d *Dispatcher) endRun() {
 	}
 	d.live.Store(nil)
 	d.sess, d.txn = nil, nil
+	d.mu.Lock()
+	d.joined, d.joinedClosed = make(chan struct{}), false // the next run's
+	d.mu.Unlock()
 }
 
 // take logs the fetch errors of fs and accepts its records, partition by
@@ -432,7 +458,7 @@ func (d *Dispatcher) take(fs kgo.Fetches) {
 }
 
 // shutdown stops the partition workers, waits for in-flight attempts to end
-// and commits their results.
+// and commits their results (shutdownFlush).
 func (d *Dispatcher) shutdown() error {
 	d.mu.Lock()
 	parts := make([]*partState, 0, len(d.parts))
@@ -450,11 +476,61 @@ func (d *Dispatcher) shutdown() error {
 	for _, p := range parts {
 		p.wg.Wait()
 	}
-	err := d.flush(context.Background())
+	err := d.shutdownFlush()
 	for _, p := range parts {
 		p.cancel()
 	}
 	return err
+}
+
+// shutdownFlush is the last flush of a run: it ignores the back-off of
+// earlier aborts (a shutdown within it would commit nothing: outcome rows
+// lost, shown as interrupted; loose health records lost; deliveries sent
+// again) and retries until everything finished is committed: after an
+// abort it waits the transactor's back-off, then polls once so franz-go
+// re-fetches the rewound partitions (it proposes a partition for commit
+// only once it is fetched again; the records polled are not taken on, and
+// the commit never passes the tracker's, so none of them is skipped).
+// Retries stop once TransactionTimeout has passed since the first (a
+// transaction already begun runs to its own bound): what is still
+// uncommitted then is redone by the next owner, its outcome rows shown as
+// interrupted. Poll loop only.
+func (d *Dispatcher) shutdownFlush() error {
+	ctx, cancel := context.WithTimeout(context.Background(), d.o.TransactionTimeout)
+	defer cancel()
+	for {
+		d.nextFlushAt = time.Time{}
+		d.holdRebalances() // revoked moves p.out: not while this flush reads it
+		st, err := d.flushStep(ctx)
+		d.sess.AllowRebalance()
+		if err != nil || (!st.aborted && st.waiting == 0) {
+			return err
+		}
+		if st.aborted {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d.txn.backoff()):
+			}
+		}
+		if ctx.Err() != nil {
+			d.o.Logger.Warn("dispatch: shutdown: last commit not done within the transaction timeout; the next owner redoes what remains",
+				"aborted", st.aborted, "partitions_waiting", st.waiting)
+			return nil
+		}
+		pctx, pcancel := context.WithTimeout(ctx, d.o.FlushInterval)
+		d.sess.PollRecords(pctx, 10000) // not taken: only re-fetched, so proposed for commit
+		pcancel()
+		d.sess.AllowRebalance()
+	}
+}
+
+// holdRebalances blocks the rebalance callbacks until the next
+// AllowRebalance, as a poll does (BlockRebalanceOnPoll): a poll with an
+// ended context fetches nothing and returns at once.
+func (d *Dispatcher) holdRebalances() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.sess.PollRecords(ctx, 1)
 }
 
 // now is the dispatcher's clock (DispatcherOptions.Now).

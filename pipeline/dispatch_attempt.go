@@ -92,8 +92,10 @@ func canceledRow(it *item, ep *endpoints.Endpoint, attemptID string, res *Attemp
 
 // decided routes the result of an attempt (RetryPolicy.Decide) and returns
 // the records that follow it, to commit with the delivery's offset (see
-// flush): the outcome row, the delivery's next record (retry tier, DLQ) if
-// any, and the endpoint's new status when a 410 disables it.
+// flush): the outcome row and the delivery's next record (retry tier, DLQ)
+// if any. The endpoint's health (failing-since clock, auto-disable, 410 →
+// disabled) is observed here too, but its status and operational records
+// are tied to no offset: they go out as loose records (health.go).
 func (d *Dispatcher) decided(it *item, ep *endpoints.Endpoint, attemptID string, res *AttemptResult, now time.Time) []*kgo.Record {
 	ctx := context.Background()
 	dec := d.o.Policy.Decide(it.meta, res, res.StartedAt.Add(res.Latency), rand.Float64())

@@ -9,17 +9,31 @@ import (
 // flush applies completions and, when anything is ready, commits the
 // follow-up records and the offsets they retire in one transaction. It runs
 // on the poll loop, between a poll and AllowRebalance, so the set of owned
-// partitions cannot change under it (but at shutdown, where callbacks may
-// run: hence d.mu around the maps).
+// partitions cannot change under it (at shutdown too: shutdownFlush holds
+// the callbacks off around each flush; d.mu guards the maps all the same).
 //
 // Its steps each have their file: gather (dispatch_gather.go), plan the
 // commit (dispatch_followups.go), transact (here, through the stage's
 // [transactor]), release after the commit or the abort
 // (dispatch_release.go).
 func (d *Dispatcher) flush(ctx context.Context) error {
+	_, err := d.flushStep(ctx)
+	return err
+}
+
+// flushState is what one flush left to do: its transaction aborted, or
+// partitions with something to commit were left out because franz-go
+// proposes nothing for them yet (rewound by an abort, not yet re-fetched).
+type flushState struct {
+	aborted bool
+	waiting int
+}
+
+// flushStep is one flush (see flush), reporting what it left to do.
+func (d *Dispatcher) flushStep(ctx context.Context) (flushState, error) {
 	parts, last := d.gather()
 	if d.now().Before(d.nextFlushAt) {
-		return nil // backing off after aborted transactions
+		return flushState{}, nil // backing off after aborted transactions
 	}
 	d.resumeDrained(parts)
 	// What franz-go will propose to commit (everything polled, for the
@@ -33,19 +47,21 @@ func (d *Dispatcher) flush(ctx context.Context) error {
 		d.o.Logger.Warn("dispatch: partitions lost without a revoke callback; dropping them", "partitions", plan.lost)
 		d.revoked(ctx, nil, map[string][]int32{d.o.Topics.Deliveries: plan.lost})
 	}
+	st := flushState{waiting: len(plan.waiting)}
 	if !plan.due(last) {
-		return nil
+		return st, nil
 	}
 	committed, err := d.transact(ctx, &plan)
 	if err != nil {
-		return err
+		return st, err
 	}
 	if !committed {
 		d.afterAbort(parts)
-		return nil
+		st.aborted = true
+		return st, nil
 	}
 	d.afterCommit(parts, &plan)
-	return nil
+	return st, nil
 }
 
 // transact produces plan's follow-ups and commits its offsets in one

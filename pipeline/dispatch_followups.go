@@ -17,6 +17,7 @@ type commitPlan struct {
 	held     map[int32][]outRecord // follow-ups not retired by this commit, per included partition
 	included []int32
 	lost     []int32 // partitions franz-go no longer owns although no revoke reached us
+	waiting  []int32 // partitions left out until franz-go proposes them again (rewound, not yet re-fetched)
 }
 
 // due reports whether the plan is worth a transaction: it has records, or
@@ -65,8 +66,10 @@ func planCommit(parts map[int32]*partState, last map[int32]commitInfo, proposed,
 			if _, ok := owned[id]; !ok {
 				if _, had := last[id]; had {
 					plan.lost = append(plan.lost, id)
+					continue
 				}
 			}
+			plan.waiting = append(plan.waiting, id)
 			continue
 		}
 		plan.commits[id] = ci

@@ -46,13 +46,29 @@ type item struct {
 // assigned runs in the client's group goroutine when partitions are added.
 // It reads the committed offsets with their metadata so deliveries that the
 // previous owner finished above its committed offset are not sent again.
+// A partition it still holds is revoked first (see revoked).
 func (d *Dispatcher) assigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	// The group is joined, even when it gave this member nothing (more
 	// members than partitions).
-	defer d.once.Do(func() { close(d.joined) })
+	defer d.markJoined()
 	ps := assigned[d.o.Topics.Deliveries]
 	if len(ps) == 0 {
 		return
+	}
+	// A partition still held (lost without a callback reaching us, then
+	// assigned again) is revoked first: its pumps and attempts stop, its
+	// outcome rows are kept, and no two states of one partition run.
+	d.mu.Lock()
+	var held []int32
+	for _, id := range ps {
+		if d.parts[id] != nil {
+			held = append(held, id)
+		}
+	}
+	d.mu.Unlock()
+	if len(held) > 0 {
+		d.o.Logger.Warn("dispatch: partitions assigned again while still held; revoking the old state first", "partitions", held)
+		d.revoked(ctx, cl, map[string][]int32{d.o.Topics.Deliveries: held})
 	}
 	skips := d.fetchSkips(ctx, cl, ps)
 	d.mu.Lock()
@@ -140,6 +156,12 @@ func (d *Dispatcher) fetchSkips(ctx context.Context, cl *kgo.Client, ps []int32)
 // away. In-flight attempts of those partitions are cancelled and awaited, so
 // no delivery is ever sent by two consumers at once; their results are not
 // committed, so the next owner sends them again (same webhook-id, same body).
+// The outcome rows of attempts that finished but are not committed yet (in
+// p.out after an abort, or waiting for room in the commit metadata) move to
+// d.loose, so they still commit (as gather does for completions of revoked
+// partitions): the attempt happened. p.out never holds a committed record,
+// so none is written twice. Its other follow-ups (tier, DLQ) are dropped:
+// the next owner redoes those deliveries.
 func (d *Dispatcher) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	ps := revoked[d.o.Topics.Deliveries]
 	var gone []*partState
@@ -166,7 +188,29 @@ func (d *Dispatcher) revoked(_ context.Context, _ *kgo.Client, revoked map[strin
 	for _, p := range gone {
 		p.wg.Wait()
 	}
+	d.keepAttemptRows(gone)
 	if len(gone) > 0 {
 		d.o.Logger.Info("dispatch: partitions revoked", "partitions", ps)
 	}
+}
+
+// keepAttemptRows moves the attempt rows of gone's follow-ups (p.out) to
+// d.loose and clears p.out. It runs where p.out may be touched: in revoked,
+// which runs only while the poll loop polls (or from the poll loop itself).
+func (d *Dispatcher) keepAttemptRows(gone []*partState) {
+	var rows []*kgo.Record
+	for _, p := range gone {
+		for _, o := range p.out {
+			if o.rec.Topic == d.o.Topics.Attempts {
+				rows = append(rows, o.rec)
+			}
+		}
+		p.out = nil
+	}
+	if len(rows) == 0 {
+		return
+	}
+	d.doneMu.Lock()
+	d.loose = append(d.loose, rows...)
+	d.doneMu.Unlock()
 }

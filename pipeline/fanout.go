@@ -159,12 +159,12 @@ func (f *Fanout) clientOpts() []kgo.Opt {
 // unreachable past franz-go's retries) and closed; running it again starts
 // a new one, whose transactional ID fences what this one left open.
 func (f *Fanout) Run(ctx context.Context) error {
-	sess, err := kgo.NewGroupTransactSession(f.clientOpts()...)
+	sess, err := newStageSession("fan-out", f.clientOpts())
 	if err != nil {
-		return Fatal(fmt.Errorf("pipeline: fan-out client: %w", err))
+		return err
 	}
 	defer sess.Close()
-	txn := &transactor{sess: sess, stage: "fanout", timeout: 2 * f.o.TransactionTimeout, log: f.o.Logger, aborts: f.m.txnAborts}
+	txn := &transactor{sess: sess, stage: "fanout", timeout: txnBound(f.o.TransactionTimeout), log: f.o.Logger, aborts: f.m.txnAborts}
 	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
 		f.o.Logger.Warn("fanout: not fenced at start; fenced at the first transaction instead", "err", err)
 	}

@@ -268,9 +268,9 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 // returned (not concurrently), e.g. by [Supervise]; it owns the only
 // goroutine that polls, produces and ends transactions.
 func (r *Relay) Run(ctx context.Context) error {
-	sess, err := kgo.NewGroupTransactSession(r.clientOpts()...)
+	sess, err := newStageSession("relay", r.clientOpts())
 	if err != nil {
-		return Fatal(fmt.Errorf("pipeline: relay client: %w", err))
+		return err
 	}
 	defer sess.Close()
 	// Partition changes of a previous run's session are void.
@@ -281,7 +281,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
 		r.log.Warn("retry relay: not fenced at start; fenced at the first transaction instead", "err", err)
 	}
-	txn := &transactor{sess: sess, stage: "retry-relay", timeout: 2 * r.o.TransactionTimeout, log: r.log,
+	txn := &transactor{sess: sess, stage: "retry-relay", timeout: txnBound(r.o.TransactionTimeout), log: r.log,
 		aborts: r.m.aborts, beforeEnd: r.crashBeforeEnd}
 	r.parts = make(map[topicPartition]*relayPart)
 	r.wake = nil

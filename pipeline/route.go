@@ -88,8 +88,6 @@ type Decision struct {
 	Topic string
 	// Meta is the record's headers for Topic.
 	Meta delivery.Meta
-	// Disable says the endpoint must be disabled (410 Gone).
-	Disable bool
 }
 
 // Decide routes the outcome of attempt m.Attempt that ended at now. u in
@@ -100,8 +98,8 @@ type Decision struct {
 //     or the endpoint's Retry-After when longer (capped at the longest
 //     tier), through the tiers;
 //   - retryable on the last attempt: exhausted, to the DLQ;
-//   - failed, gone, blocked: permanent, to the DLQ (gone also disables the
-//     endpoint).
+//   - failed, gone, blocked: permanent, to the DLQ (a 410 also disables
+//     the endpoint, by way of the dispatcher's health tracker, health.go).
 func (p *RetryPolicy) Decide(m delivery.Meta, r *AttemptResult, now time.Time, u float64) Decision {
 	next := m
 	next.History = append(append([]delivery.AttemptSummary(nil), m.History...), delivery.AttemptSummary{
@@ -135,7 +133,7 @@ func (p *RetryPolicy) Decide(m delivery.Meta, r *AttemptResult, now time.Time, u
 		return Decision{Outcome: audit.RetryScheduled, NextAttemptAt: due, Topic: p.hop(due, now), Meta: next}
 	default: // failed, gone, blocked: permanent
 		next.Reason = string(r.Outcome)
-		return Decision{Outcome: r.Outcome, Topic: p.dlq, Meta: next, Disable: r.Outcome == audit.Gone}
+		return Decision{Outcome: r.Outcome, Topic: p.dlq, Meta: next}
 	}
 }
 

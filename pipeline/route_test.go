@@ -32,7 +32,6 @@ func TestDecide(t *testing.T) {
 		outcome   audit.Outcome
 		topic     string
 		nextAfter time.Duration // NextAttemptAt - now, when retrying
-		disable   bool
 	}{
 		{name: "delivered", attempt: 1, res: AttemptResult{Outcome: audit.Delivered, StatusCode: 200}, outcome: audit.Delivered},
 		{name: "503 first: 30s tier", attempt: 1, res: AttemptResult{Outcome: audit.RetryScheduled, StatusCode: 503, ErrorClass: "http_503"},
@@ -48,7 +47,7 @@ func TestDecide(t *testing.T) {
 		{name: "last attempt exhausts", attempt: 11, res: AttemptResult{Outcome: audit.RetryScheduled, StatusCode: 500},
 			outcome: audit.Exhausted, topic: "t.dlq"},
 		{name: "400 permanent", attempt: 1, res: AttemptResult{Outcome: audit.Failed, StatusCode: 400}, outcome: audit.Failed, topic: "t.dlq"},
-		{name: "410 disables", attempt: 2, res: AttemptResult{Outcome: audit.Gone, StatusCode: 410}, outcome: audit.Gone, topic: "t.dlq", disable: true},
+		{name: "410 disables", attempt: 2, res: AttemptResult{Outcome: audit.Gone, StatusCode: 410}, outcome: audit.Gone, topic: "t.dlq"},
 		{name: "ssrf blocked", attempt: 1, res: AttemptResult{Outcome: audit.Blocked}, outcome: audit.Blocked, topic: "t.dlq"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,8 +55,8 @@ func TestDecide(t *testing.T) {
 			in.Attempt = tc.attempt
 			tc.res.StartedAt = now
 			d := p.Decide(in, &tc.res, now, tc.u)
-			if d.Outcome != tc.outcome || d.Topic != tc.topic || d.Disable != tc.disable {
-				t.Fatalf("Decide = %s to %q disable=%v; want %s to %q disable=%v", d.Outcome, d.Topic, d.Disable, tc.outcome, tc.topic, tc.disable)
+			if d.Outcome != tc.outcome || d.Topic != tc.topic {
+				t.Fatalf("Decide = %s to %q; want %s to %q", d.Outcome, d.Topic, tc.outcome, tc.topic)
 			}
 			if tc.outcome == audit.RetryScheduled {
 				if got := d.NextAttemptAt.Sub(now); got != tc.nextAfter {

@@ -23,6 +23,30 @@ const (
 	abortBackoffMax = 5 * time.Second
 )
 
+// The one transaction rule of every Kafka stage (fan-out, dispatcher,
+// retry relay), stated here only:
+//
+//   - one transaction, End included, is bounded by txnBound of the stage's
+//     Kafka transaction timeout T (its TransactionTimeout option): 2 × T.
+//     The broker aborts a transaction left open T after it began; the
+//     second T lets End learn that verdict instead of being cut short
+//     (which leaves the session unusable, costing a restart);
+//   - a session the stage's options cannot create ([newStageSession]) is a
+//     [Fatal] error: the options do not change between runs, so a
+//     supervised restart cannot cure it.
+func txnBound(kafkaTimeout time.Duration) time.Duration { return 2 * kafkaTimeout }
+
+// newStageSession creates the transactional group session of one run of
+// stage ("fan-out", "dispatcher", "relay"); its error is [Fatal] (see
+// txnBound for the rule).
+func newStageSession(stage string, opts []kgo.Opt) (*kgo.GroupTransactSession, error) {
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return nil, Fatal(fmt.Errorf("pipeline: %s client: %w", stage, err))
+	}
+	return sess, nil
+}
+
 // abortBackoff is the wait before the next transaction after streak aborts
 // in a row (streak ≥ 1): base doubled streak-1 times, at most
 // abortBackoffMax. base ≤ 0 means abortBackoffMin.
@@ -60,7 +84,7 @@ func abortBackoff(base time.Duration, streak int) time.Duration {
 type transactor struct {
 	sess    *kgo.GroupTransactSession
 	stage   string        // metric attribute and log prefix: "fanout", "dispatch", "retry-relay"
-	timeout time.Duration // bounds one transaction (End included); > 0
+	timeout time.Duration // bounds one transaction (End included): txnBound of the stage's transaction timeout; > 0
 	base    time.Duration // first back-off after an abort; 0 means abortBackoffMin
 	log     *slog.Logger
 	aborts  metric.Int64Counter // nil: not counted

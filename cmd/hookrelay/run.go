@@ -344,10 +344,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 // first group join until then (onReady is called at the join).
 func runDispatcher(ctx context.Context, d *pipeline.Dispatcher, ready *readiness, onReady func()) error {
 	stop, done := make(chan struct{}), make(chan struct{})
+	// This run's channel: the last run has returned (see Joined).
+	joined := d.Joined()
 	go func() { // owner: runDispatcher, which waits on done
 		defer close(done)
 		select {
-		case <-d.Joined():
+		case <-joined:
 			ready.pipeline.Store(true)
 			onReady()
 		case <-stop:
