@@ -97,7 +97,7 @@ func withKeys(cmd *cobra.Command, fn func(context.Context, *api.Keys) error) err
 	if err != nil {
 		return err
 	}
-	kopts, err := cfg.kafkaOpts()
+	kopts, err := cfg.clientOpts() // with the seed brokers: every client below is ours
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ import (
 // "following …" to status; a record that is not an attempt is reported
 // there and skipped.
 func followLog(ctx context.Context, cfg *config, endpoint, event string, out, status io.Writer) error {
-	kopts, err := cfg.kafkaOpts()
+	kopts, err := cfg.clientOpts() // with the seed brokers
 	if err != nil {
 		return err
 	}

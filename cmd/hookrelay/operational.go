@@ -27,7 +27,7 @@ func publishOperational(cmd *cobra.Command, e *endpoints.Endpoint, publish func(
 	if err != nil {
 		return fail(err)
 	}
-	kopts, err := cfg.kafkaOpts()
+	kopts, err := cfg.clientOpts() // with the seed brokers
 	if err != nil {
 		return fail(err)
 	}
