@@ -308,14 +308,15 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestAPIAttemptsLatency measures GET /v1/endpoints/{id}/attempts over
-// HOOKRELAY_API_BENCH_ROWS attempt rows of one endpoint (skipped when
-// unset): it logs p50 and p99 of first pages, filtered pages and deep
-// pages. It asserts only that every page is right, never a latency.
+// TestAPIAttemptsLatency pages GET /v1/endpoints/{id}/attempts over
+// HOOKRELAY_API_BENCH_ROWS attempt rows of one endpoint (default 5,000;
+// 10,000,000 for the figures in the closing notes): it logs p50 and p99 of
+// first pages, filtered pages and deep pages. It asserts only that every
+// page is right, never a latency.
 func TestAPIAttemptsLatency(t *testing.T) {
 	rows, _ := strconv.Atoi(os.Getenv("HOOKRELAY_API_BENCH_ROWS"))
 	if rows <= 0 {
-		t.Skip("set HOOKRELAY_API_BENCH_ROWS to measure")
+		rows = 5000
 	}
 	h := newHarness(t, config{})
 	admin := h.apiKey("--admin")

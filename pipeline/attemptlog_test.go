@@ -96,11 +96,21 @@ func TestDispatcherWritesSendingRowFirst(t *testing.T) {
 	if len(log.rows) != 3 || len(rows) != 3 {
 		t.Fatalf("%d sending rows, %d committed outcome rows; want 3 and 3", len(log.rows), len(rows))
 	}
+	// Outcome rows commit in any order (attempts run concurrently): pair
+	// them with their sending rows by attempt ID.
+	byID := make(map[string]*audit.Attempt, len(rows))
+	for i := range rows {
+		byID[rows[i].AttemptID] = &rows[i]
+	}
 	for i, s := range log.rows {
 		if !log.before[i] {
 			t.Errorf("sending row %d written after its request", i)
 		}
-		o := rows[i]
+		o := byID[s.AttemptID]
+		if o == nil {
+			t.Errorf("row %d: sending %+v has no committed outcome row", i, s)
+			continue
+		}
 		if s.Outcome != audit.Sending || o.Outcome != audit.Delivered || o.AttemptID != s.AttemptID ||
 			!o.AttemptedAt.Equal(s.AttemptedAt) || o.EndpointID != s.EndpointID || o.DeliveryID != s.DeliveryID {
 			t.Errorf("row %d: sending %+v, outcome %+v; want the same attempt", i, s, o)
