@@ -25,25 +25,32 @@ func WriteLog(w io.Writer, attempts []Attempt) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tEVENT ID\tTYPE\tATTEMPT\tSTATUS\tOUTCOME\tLATENCY MS\tERROR")
 	for _, a := range attempts {
-		status := "-"
-		if a.HTTPStatus != 0 {
-			status = strconv.Itoa(a.HTTPStatus)
-		}
-		errText := a.ErrorClass
-		if a.ErrorMessage != "" {
-			if errText != "" {
-				errText += ": "
-			}
-			errText += a.ErrorMessage
-		}
-		if errText == "" {
-			errText = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n",
-			a.AttemptedAt.UTC().Format("2006-01-02T15:04:05.000Z"), cell(a.EventID), cell(a.EventType),
-			a.AttemptNumber, status, cell(string(a.Outcome)), a.LatencyMs, truncate(cell(errText), MaxErrorWidth))
+		fmt.Fprintln(tw, strings.Join(LogCells(a), "\t"))
 	}
 	return tw.Flush()
+}
+
+// LogCells are the cells of a in the columns of [WriteLog], each printable
+// on one line (control characters as spaces) and the error cut to
+// MaxErrorWidth characters. `hookrelay log --follow` prints them too.
+func LogCells(a Attempt) []string {
+	status := "-"
+	if a.HTTPStatus != 0 {
+		status = strconv.Itoa(a.HTTPStatus)
+	}
+	errText := a.ErrorClass
+	if a.ErrorMessage != "" {
+		if errText != "" {
+			errText += ": "
+		}
+		errText += a.ErrorMessage
+	}
+	if errText == "" {
+		errText = "-"
+	}
+	return []string{a.AttemptedAt.UTC().Format("2006-01-02T15:04:05.000Z"), cell(a.EventID), cell(a.EventType),
+		strconv.Itoa(a.AttemptNumber), status, cell(string(a.Outcome)), strconv.FormatInt(a.LatencyMs, 10),
+		truncate(cell(errText), MaxErrorWidth)}
 }
 
 // cell makes s printable on one table line.

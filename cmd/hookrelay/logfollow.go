@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -120,35 +118,7 @@ func followRow(cells ...string) string {
 }
 
 // followLine is one attempt in the columns of audit.WriteLog.
-func followLine(a audit.Attempt) string {
-	status := "-"
-	if a.HTTPStatus != 0 {
-		status = strconv.Itoa(a.HTTPStatus)
-	}
-	errText := a.ErrorClass
-	if a.ErrorMessage != "" {
-		if errText != "" {
-			errText += ": "
-		}
-		errText += a.ErrorMessage
-	}
-	if errText == "" {
-		errText = "-"
-	}
-	return followRow(a.AttemptedAt.UTC().Format("2006-01-02T15:04:05.000Z"), printable(a.EventID), printable(a.EventType),
-		strconv.Itoa(a.AttemptNumber), status, string(a.Outcome), strconv.FormatInt(a.LatencyMs, 10),
-		fit(printable(errText), audit.MaxErrorWidth))
-}
-
-// printable keeps a cell on one line: control characters print as spaces.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return ' '
-		}
-		return r
-	}, s)
-}
+func followLine(a audit.Attempt) string { return followRow(audit.LogCells(a)...) }
 
 // fit cuts s to n characters, marking a cut with "…".
 func fit(s string, n int) string {
