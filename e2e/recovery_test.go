@@ -276,35 +276,39 @@ func TestPeerDeathSurvivorResumes(t *testing.T) {
 	eventually(t, 60*time.Second, "deliveries flowing on both instances", func() (bool, string) {
 		return total() >= base+400, fmt.Sprintf("%d new requests", total()-base)
 	})
-	// The survivor's partitions, from the dispatch group's assignment.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	groups, err := stack.Admin(t).DescribeGroups(ctx, h.prefix+"dispatch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	owned := map[int32]bool{}
-	for _, m := range groups[h.prefix+"dispatch"].Members {
-		if m.InstanceID == nil || *m.InstanceID != h.prefix+"dispatch-peer-b" {
-			continue
+	// The survivor's partitions, from the dispatch group's assignment,
+	// polled until both instances own some of the endpoints (peer-b may
+	// still be joining, or a rebalance may be in progress).
+	var survivors []string
+	waitFor(t, 60*time.Second, "both instances own some of the endpoints", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		groups, err := stack.Admin(t).DescribeGroups(ctx, h.prefix+"dispatch")
+		if err != nil {
+			return false, err.Error()
 		}
-		if ca, ok := m.Assigned.AsConsumer(); ok {
-			for _, tp := range ca.Topics {
-				for _, p := range tp.Partitions {
-					owned[p] = true
+		owned := map[int32]bool{}
+		for _, m := range groups[h.prefix+"dispatch"].Members {
+			if m.InstanceID == nil || *m.InstanceID != h.prefix+"dispatch-peer-b" {
+				continue
+			}
+			if ca, ok := m.Assigned.AsConsumer(); ok {
+				for _, tp := range ca.Topics {
+					for _, p := range tp.Partitions {
+						owned[p] = true
+					}
 				}
 			}
 		}
-	}
-	var survivors []string
-	for _, id := range ids {
-		if owned[partOf[id]] {
-			survivors = append(survivors, id)
+		survivors = survivors[:0]
+		for _, id := range ids {
+			if owned[partOf[id]] {
+				survivors = append(survivors, id)
+			}
 		}
-	}
-	if len(survivors) == 0 || len(survivors) == len(ids) {
-		t.Skipf("the survivor owns endpoints %v of %v (partitions %v): no split to measure", survivors, ids, owned)
-	}
+		return len(survivors) > 0 && len(survivors) < len(ids),
+			fmt.Sprintf("peer-b owns endpoints %v of %v (partitions %v, endpoints on %v)", survivors, ids, owned, partOf)
+	})
 
 	a.kill()
 	killedAt := time.Now()
