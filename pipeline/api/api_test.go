@@ -68,7 +68,7 @@ func newEnv(t *testing.T) *env {
 		go func() { defer wg.Done(); _ = run(ctx) }()
 	}
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	resender, err := api.NewResender(opts, "t.dlq", "t.deliveries")
+	resender, err := api.NewResender(api.ResenderOptions{ClientOpts: opts, DLQ: "t.dlq", Deliveries: "t.deliveries"})
 	if err != nil {
 		t.Fatal(err)
 	}
