@@ -85,13 +85,18 @@ var settings = []setting{
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
 }
 
-// addFlags registers every setting on fs, defaulting from the environment.
-func addFlags(fs *pflag.FlagSet, only ...string) {
+// addFlags registers every setting on fs (or only those named),
+// defaulting from the environment.
+func addFlags(fs *pflag.FlagSet, only ...string) { addSettings(fs, settings, only...) }
+
+// addSettings registers the settings of list on fs (or only those named),
+// defaulting from the environment.
+func addSettings(fs *pflag.FlagSet, list []setting, only ...string) {
 	want := map[string]bool{}
 	for _, o := range only {
 		want[o] = true
 	}
-	for _, s := range settings {
+	for _, s := range list {
 		if len(only) > 0 && !want[s.flag] {
 			continue
 		}

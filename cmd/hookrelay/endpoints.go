@@ -8,8 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,8 +104,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tSTATUS\tURL\tEVENTS\tTENANT\tRATE/S\tIN-FLIGHT\tSECRETS")
+				var rows [][]string
 				for _, e := range eps {
 					st, reason := e.EffectiveStatus()
 					if reason != "" {
@@ -116,10 +115,10 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 					for _, sec := range masked.Secrets {
 						secrets = append(secrets, sec.Value)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", e.ID, st, masked.URL, strings.Join(e.EventTypes, ","),
-						e.TenantID, e.RatePerSec, e.MaxInFlight, strings.Join(secrets, " "))
+					rows = append(rows, []string{e.ID, string(st), masked.URL, strings.Join(e.EventTypes, ","), e.TenantID,
+						strconv.FormatFloat(e.RatePerSec, 'g', -1, 64), strconv.Itoa(e.MaxInFlight), strings.Join(secrets, " ")})
 				}
-				return tw.Flush()
+				return printTable(os.Stdout, []string{"ID", "STATUS", "URL", "EVENTS", "TENANT", "RATE/S", "IN-FLIGHT", "SECRETS"}, rows)
 			})
 		},
 	}
