@@ -58,6 +58,10 @@ type setting struct {
 	flag, env, def, help string
 }
 
+// secretVariables are never a flag's shown default (--help would print
+// them): their reader takes the variable itself when the flag is not given.
+var secretVariables = map[string]bool{"HOOKRELAY_API_KEY": true}
+
 var settings = []setting{
 	{"brokers", "HOOKRELAY_BROKERS", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated host:port"},
 	{"kafka-tls", "HOOKRELAY_KAFKA_TLS", "false", "connect to Kafka over TLS"},
@@ -101,7 +105,7 @@ func addSettings(fs *pflag.FlagSet, list []setting, only ...string) {
 			continue
 		}
 		def := s.def
-		if v, ok := os.LookupEnv(s.env); ok {
+		if v, ok := os.LookupEnv(s.env); ok && !secretVariables[s.env] {
 			def = v
 		}
 		fs.String(s.flag, def, fmt.Sprintf("%s [%s]", s.help, s.env))

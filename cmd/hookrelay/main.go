@@ -5,6 +5,8 @@
 //	hookrelay endpoints …         add, list, get, update, disable, enable, delete endpoints
 //	hookrelay log --endpoint ID   print an endpoint's delivery log
 //	hookrelay apikeys …           create, list, revoke management-API keys
+//	hookrelay recover …           resend what did not reach an endpoint (management API)
+//	hookrelay dlq …               list, show, replay DLQ records (management API)
 //
 // Every flag also reads a HOOKRELAY_* environment variable (see --help).
 // This package is the only one that reads flags or the environment.
@@ -38,7 +40,7 @@ func main() {
 		// An explicitly empty flag is an error, naming the flag (issue 8, item 8).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyFlags(cmd.Flags()) },
 	}
-	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd())
+	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd(), recoverCmd(), dlqCmd())
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "hookrelay:", err)
 		os.Exit(1)
