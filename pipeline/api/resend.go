@@ -89,7 +89,8 @@ func keyPartition(topic, key string, n int) int32 {
 
 // spans returns, per partition of topic (all, or only the one records
 // keyed key go to when key is set), the offsets from the first record at or
-// after since to the first at or after until (zero: the end).
+// after since (zero: the start) to the first at or after until (zero: the
+// end).
 func (s *Resender) spans(ctx context.Context, topic, key string, since, until time.Time) (map[int32]span, error) {
 	adm := kadm.NewClient(s.cl)
 	ends, err := adm.ListEndOffsets(ctx, topic)
@@ -103,7 +104,12 @@ func (s *Resender) spans(ctx context.Context, topic, key string, since, until ti
 	if n == 0 {
 		return nil, fmt.Errorf("api: topic %s has no partitions", topic)
 	}
-	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
+	var starts kadm.ListedOffsets
+	if since.IsZero() {
+		starts, err = adm.ListStartOffsets(ctx, topic)
+	} else {
+		starts, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
+	}
 	if err == nil {
 		err = starts.Error()
 	}
