@@ -31,6 +31,15 @@ var version = "dev"
 
 func main() {
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err := rootCmd().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "hookrelay:", err)
+		os.Exit(1)
+	}
+}
+
+// rootCmd is the command tree (README.md's command table is checked
+// against it by docs_test.go).
+func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hookrelay",
 		Short:         "Reliable outbound webhooks from Kafka",
@@ -41,10 +50,7 @@ func main() {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyFlags(cmd.Flags()) },
 	}
 	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd(), recoverCmd(), dlqCmd())
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "hookrelay:", err)
-		os.Exit(1)
-	}
+	return root
 }
 
 // signalContext ends on SIGINT or SIGTERM: the graceful shutdown.
