@@ -4,15 +4,14 @@ import (
 	"context"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/pipeline/api"
+	"github.com/hookrelay/hookrelay/pipeline/api/apitest"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
@@ -21,30 +20,15 @@ import (
 // ends up exactly as the demo's table says, with the receiver's secret, and
 // a repeat (the demo's Idempotency-Key) creates nothing twice.
 func TestCreateEndpointsThroughAPI(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	for _, topic := range []string{"d.endpoints", "d.endpoint-status", "d.apikeys", "d.idempotency"} {
-		if err := c.CreateTopic(topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	view, err := endpoints.NewView(endpoints.Config{Brokers: c.ListenAddrs(), EndpointsTopic: "d.endpoints", StatusTopic: "d.endpoint-status"})
+	seeds := apitest.FakeKafka(t, nil, []string{"d.endpoints", "d.endpoint-status", "d.apikeys", "d.idempotency"})
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	view, err := endpoints.NewView(endpoints.Config{Brokers: seeds, EndpointsTopic: "d.endpoints", StatusTopic: "d.endpoint-status"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := api.NewKeys("d.apikeys", opts, nil)
 	idem := api.NewIdempotency("d.idempotency", opts, 0, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{view.Run, keys.Run, idem.Run} {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = run(ctx) }()
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	apitest.RunAll(t, view.Run, keys.Run, idem.Run)
 	store := endpoints.NewStore(view)
 	srv, err := api.New(api.Options{Endpoints: store, Keys: keys, Attempts: audit.NewMemory(), Idempotency: idem})
 	if err != nil {
@@ -52,7 +36,7 @@ func TestCreateEndpointsThroughAPI(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	kctx, kcancel := context.WithTimeout(ctx, 10*time.Second)
+	kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer kcancel()
 	_, admin, err := keys.Create(kctx, true, "", "demo")
 	if err != nil {
