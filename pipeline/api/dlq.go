@@ -179,7 +179,7 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, p Principal) 
 // replay re-produces the newest DLQ record of every message of e whose
 // record is within [since, until).
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, e *endpoints.Endpoint, since, until time.Time) {
-	order, latest, err := s.o.Resender.newestDLQ(r.Context(), e, since, until, maxReplay)
+	order, latest, err := s.o.Resender.newestDLQ(r.Context(), e, since, until, nil, maxReplay)
 	if errors.Is(err, errTooMany) {
 		writeProblem(w, r, probValidation, fmt.Sprintf("more than %d messages in the range: narrow since/until", maxReplay),
 			FieldDetail{"until", "the range holds too many messages"})

@@ -89,7 +89,12 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 		return
 	}
 	ctx := r.Context()
-	order, latest, err := s.o.Resender.candidates(ctx, e, since, until)
+	delivered, err := s.deliveredSince(ctx, e, since.Add(-time.Minute))
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	order, latest, err := s.o.Resender.candidates(ctx, e, since, until, delivered)
 	if errors.Is(err, errTooMany) {
 		writeProblem(w, r, probValidation, fmt.Sprintf("more than %d messages in the range: narrow since/until", maxReplay), FieldDetail{"until", "the range holds too many messages"})
 		return
@@ -228,8 +233,31 @@ func (s *Server) getRecovery(w http.ResponseWriter, r *http.Request, p Principal
 		"delivered": delivered, "failed": failed, "resends": rec.Resends})
 }
 
+// deliveredSince returns the messages of endpoint e with a delivered
+// attempt at or after since, read from the delivery log a page (MaxLimit
+// rows) at a time, so that a recovery over a busy range neither counts them
+// against maxReplay nor asks the log about each.
+func (s *Server) deliveredSince(ctx context.Context, e *endpoints.Endpoint, since time.Time) (map[string]bool, error) {
+	out := map[string]bool{}
+	q := logQuery(e)
+	q.Outcomes, q.Since, q.Limit = []audit.Outcome{audit.Delivered}, since, audit.MaxLimit
+	for {
+		page, err := s.o.Attempts.Log(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page {
+			out[a.WebhookID] = true
+		}
+		if len(page) < q.Limit {
+			return out, nil
+		}
+		q.Before = audit.CursorOf(page[len(page)-1])
+	}
+}
+
 // candidates returns the messages a recovery of endpoint e over [since,
-// until) considers, in the order first seen, each with the record to resend
+// until) considers, but those in delivered, in the order first seen, each with the record to resend
 // it from: its newest DLQ record (newestDLQ), or, for a message without
 // one, the delivery fan-out makes of its event (pipeline.Rematch over the
 // events topic from since: the endpoint's current filter and tenant, never
@@ -237,8 +265,8 @@ func (s *Server) getRecovery(w http.ResponseWriter, r *http.Request, p Principal
 // the endpoint (its CreatedAt) were never its, and events fan-out has not
 // read yet (at or after its committed offset) are on their way: neither is
 // a candidate. More than maxReplay messages is errTooMany.
-func (s *Resender) candidates(ctx context.Context, e *endpoints.Endpoint, since, until time.Time) ([]string, map[string]*kgo.Record, error) {
-	order, latest, err := s.newestDLQ(ctx, e, since, until, maxReplay)
+func (s *Resender) candidates(ctx context.Context, e *endpoints.Endpoint, since, until time.Time, delivered map[string]bool) ([]string, map[string]*kgo.Record, error) {
+	order, latest, err := s.newestDLQ(ctx, e, since, until, delivered, maxReplay)
 	if err != nil || s.o.Events == "" {
 		return order, latest, err
 	}
@@ -258,7 +286,7 @@ func (s *Resender) candidates(ctx context.Context, e *endpoints.Endpoint, since,
 			return true
 		}
 		m, body, ok := pipeline.Rematch(r, e, s.o.MaxEventBytes)
-		if !ok || latest[m.WebhookID] != nil {
+		if !ok || latest[m.WebhookID] != nil || delivered[m.WebhookID] {
 			return true
 		}
 		order = append(order, m.WebhookID)

@@ -229,13 +229,16 @@ func (s *Resender) scanDLQ(ctx context.Context, e *endpoints.Endpoint, since, un
 }
 
 // newestDLQ returns endpoint e's messages with a DLQ record in [since,
-// until), in the order first seen, and the newest record of each. More
-// than max messages is errTooMany.
-func (s *Resender) newestDLQ(ctx context.Context, e *endpoints.Endpoint, since, until time.Time, max int) ([]string, map[string]*kgo.Record, error) {
+// until), but those in skip (nil: none), in the order first seen, and the
+// newest record of each. More than max messages is errTooMany.
+func (s *Resender) newestDLQ(ctx context.Context, e *endpoints.Endpoint, since, until time.Time, skip map[string]bool, max int) ([]string, map[string]*kgo.Record, error) {
 	latest := map[string]*kgo.Record{}
 	var order []string
 	err := s.scanDLQ(ctx, e, since, until, func(rec *kgo.Record) bool {
 		id := headerOf(rec, delivery.HeaderWebhookID)
+		if skip[id] {
+			return true
+		}
 		if _, ok := latest[id]; !ok {
 			order = append(order, id)
 		}
