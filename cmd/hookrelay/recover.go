@@ -100,6 +100,9 @@ func followRecovery(ctx context.Context, c *apiClient, id string, interval time.
 	for {
 		var p recoveryProgress
 		if err := c.call(ctx, "GET", "/v1/recoveries/"+url.PathEscape(id), nil, nil, &p); err != nil {
+			if ctx.Err() != nil && last.Delivered >= 0 { // the wait ended during a poll
+				return fmt.Errorf("recovery %s: still %d of %d pending: %w", id, last.Queued-last.Delivered-last.Failed, last.Queued, ctx.Err())
+			}
 			return err
 		}
 		if p != last {
