@@ -220,11 +220,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 // expand appends the records one event produces: a delivery per matching
 // endpoint, or one events.invalid record.
 func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) []*kgo.Record {
-	ev, err := events.Decode(r, f.o.MaxEventBytes)
-	var body []byte
-	if err == nil {
-		body, err = f.body(&ev, r)
-	}
+	ev, body, m, err := decodeEvent(r, f.o.MaxEventBytes)
 	if err != nil {
 		f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "invalid")))
 		f.o.Logger.Info("fanout: invalid event", "partition", r.Partition, "offset", r.Offset, "err", err)
@@ -239,35 +235,16 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 		return append(out, inv)
 	}
 	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
-	tenant := events.Tenant(ev)
-	eps := f.o.Endpoints.Subscribed(ev.Type(), tenant)
+	eps := f.o.Endpoints.Subscribed(ev.Type(), m.Tenant)
 	eps = f.operationalTargets(r, &ev, eps) // never to the endpoint an operational event is about
 	if len(eps) == 0 {
 		f.m.unmatched.Add(ctx, 1)
 		return out
 	}
-	eventTime := ev.Time()
-	if eventTime.IsZero() {
-		eventTime = r.Timestamp
-	}
-	tp, ts := events.Trace(ev)
-	m := delivery.Meta{
-		WebhookID:   webhook.WebhookID(ev.Source(), ev.ID()),
-		EventID:     ev.ID(),
-		EventSource: ev.Source(),
-		EventType:   ev.Type(),
-		Tenant:      tenant,
-		EventTime:   eventTime,
-		Attempt:     1,
-		TraceParent: tp,
-		TraceState:  ts,
-	}
 	now := time.Now()
 	sent := 0
 	for _, ep := range eps {
-		m.EndpointID = ep.ID
-		m.Incarnation = ep.Incarnation
-		m.DeliveryID = DeliveryID(m.WebhookID, ep.ID)
+		m := forEndpoint(m, ep)
 		if v := statusVerdict(ep, audit.Skipped); v.outcome != "" {
 			out = append(out, f.notSent(ctx, ep, m, body, v, now)...)
 			continue
@@ -284,22 +261,70 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 	return out
 }
 
-// body builds the Standard Webhooks body once per event; every endpoint and
-// every attempt gets these exact bytes.
-func (f *Fanout) body(ev *event.Event, r *kgo.Record) ([]byte, error) {
-	data, err := events.DataJSON(*ev)
+// decodeEvent is fan-out's reading of one events record: the CloudEvent,
+// the Standard Webhooks body built once per event (every endpoint and
+// every attempt gets these exact bytes) and the delivery metadata common
+// to every endpoint (webhook-id, event attributes, tenant, time, trace
+// context, attempt 1). An error is the reason the record is invalid.
+func decodeEvent(r *kgo.Record, maxEventBytes int) (event.Event, []byte, delivery.Meta, error) {
+	ev, err := events.Decode(r, maxEventBytes)
 	if err != nil {
-		return nil, err
+		return ev, nil, delivery.Meta{}, err
 	}
-	ts := ev.Time()
-	if ts.IsZero() {
-		ts = r.Timestamp
-	}
-	body, err := webhook.Body(ev.Type(), ts, data)
+	data, err := events.DataJSON(ev)
 	if err != nil {
-		return nil, &events.InvalidError{Reason: events.ReasonBadJSON, Detail: err.Error()}
+		return ev, nil, delivery.Meta{}, err
 	}
-	return body, nil
+	eventTime := ev.Time()
+	if eventTime.IsZero() {
+		eventTime = r.Timestamp
+	}
+	body, err := webhook.Body(ev.Type(), eventTime, data)
+	if err != nil {
+		return ev, nil, delivery.Meta{}, &events.InvalidError{Reason: events.ReasonBadJSON, Detail: err.Error()}
+	}
+	tp, ts := events.Trace(ev)
+	return ev, body, delivery.Meta{
+		WebhookID:   webhook.WebhookID(ev.Source(), ev.ID()),
+		EventID:     ev.ID(),
+		EventSource: ev.Source(),
+		EventType:   ev.Type(),
+		Tenant:      events.Tenant(ev),
+		EventTime:   eventTime,
+		Attempt:     1,
+		TraceParent: tp,
+		TraceState:  ts,
+	}, nil
+}
+
+// forEndpoint is m for endpoint ep: its ID, incarnation and delivery ID.
+func forEndpoint(m delivery.Meta, ep *endpoints.Endpoint) delivery.Meta {
+	m.EndpointID = ep.ID
+	m.Incarnation = ep.Incarnation
+	m.DeliveryID = DeliveryID(m.WebhookID, ep.ID)
+	return m
+}
+
+// Rematch is fan-out's decision for one record of the events topic and one
+// endpoint, for recovery (the management API's recover): if the record is a
+// valid CloudEvent that ep's filter selects (endpoints.Endpoint.Matches:
+// the same tenant, a matching type pattern; never another tenant's event),
+// it returns the delivery fan-out makes of it for ep, with the same body,
+// webhook-id (webhook.WebhookID of source and id), delivery ID and headers
+// (delivery.Meta), and true. An invalid record or one ep does not match
+// returns false. ep's status is not consulted: the caller decides whether
+// to send. maxEventBytes is fan-out's limit (events.DefaultMaxBytes when
+// 0). Records of the operational topic are not for it (their subject rule
+// is fan-out's alone).
+func Rematch(r *kgo.Record, ep *endpoints.Endpoint, maxEventBytes int) (delivery.Meta, []byte, bool) {
+	if maxEventBytes <= 0 {
+		maxEventBytes = events.DefaultMaxBytes
+	}
+	ev, body, m, err := decodeEvent(r, maxEventBytes)
+	if err != nil || !ep.Matches(ev.Type(), m.Tenant) {
+		return delivery.Meta{}, nil, false
+	}
+	return forEndpoint(m, ep), body, true
 }
 
 // DeliveryID is the ID of the delivery of one event to one endpoint: 32 hex

@@ -17,18 +17,24 @@
 //     slow (200 after -slow-ms, default 900 ms) and fail-first (500 to the
 //     first request of each webhook-id, then 200), each with its own fresh
 //     whsec_ secret;
-//  3. registers one endpoint per receiver with `hookrelay endpoints add`:
-//     fast "*" at 200/s, slow "issues.*,push" at 20/s with 4 in flight,
-//     fail-first "pull_request.*,release.*" at 50/s;
+//  3. creates an admin key of the management API with `hookrelay apikeys
+//     create --admin`;
 //  4. starts `hookrelay run` with a short retry schedule (2s,5s,10s) and the
 //     SSRF allow-list 127.0.0.0/8, and waits for GET /readyz 200;
-//  5. publishes every payload as a CloudEvent to <prefix>events, most in
+//  5. registers one endpoint per receiver through the management API
+//     (POST /v1/endpoints with the admin key): fast "*" at 200/s, slow
+//     "issues.*,push" at 20/s with 4 in flight, fail-first
+//     "pull_request.*,release.*" at 50/s;
+//  6. publishes every payload as a CloudEvent to <prefix>events, most in
 //     structured mode, every -binary-every-th in binary mode;
-//  6. waits until every (event, endpoint) pair its own filters select has a
+//  7. waits until every (event, endpoint) pair its own filters select has a
 //     final attempt row in ClickHouse (-timeout, default 180 s);
-//  7. prints per endpoint (from ClickHouse) and per receiver (GET /stats) what
+//  8. prints per endpoint (from ClickHouse) and per receiver (GET /stats) what
 //     happened, and checks it;
-//  8. stops hookrelay (SIGTERM) and the receivers; the stack stays up.
+//  9. prints the management API's address, the admin key and the console's
+//     address (/console/); with -serve keeps hookrelay and the receivers
+//     running for them until Ctrl-C;
+//  10. stops hookrelay (SIGTERM) and the receivers; the stack stays up.
 //
 // Isolation: each run uses a fresh topic prefix ("demo<unix>.") and a fresh
 // ClickHouse database ("demo_<unix>"), so reruns never see each other's
@@ -85,6 +91,7 @@ type options struct {
 	slow        time.Duration
 	binaryEvery int
 	keep        bool
+	serve       bool
 }
 
 func main() {
@@ -102,6 +109,7 @@ func main() {
 	flag.DurationVar(&o.slow, "slow", 900*time.Millisecond, "how long the slow receiver takes to answer")
 	flag.IntVar(&o.binaryEvery, "binary-every", 25, "publish every n-th event in binary content mode (0: none)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's Kafka topics and consumer groups after a successful run (a failed run always keeps them)")
+	flag.BoolVar(&o.serve, "serve", false, "after a successful run, keep hookrelay (its API and console) and the receivers running until Ctrl-C")
 	flag.Parse()
 	if o.runDir == "" {
 		o.runDir = filepath.Join(".local", "demo", strings.TrimSuffix(o.prefix, "."))
@@ -223,13 +231,16 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	env := hookrelayEnv(o, dsn, httpAddr)
-	for i, ep := range demoEndpoints {
-		if err := addEndpoint(ctx, o.hookrelay, env, ep, receivers[i]); err != nil {
-			return err
-		}
-		step("endpoint %-10s -> %s  events=%s rate=%d/s max-in-flight=%d", ep.ID, receivers[i].url, strings.Join(ep.Events, ","), ep.Rate, ep.MaxInFlight)
+	apiAddr, err := childproc.FreeAddr()
+	if err != nil {
+		return err
 	}
+	env := hookrelayEnv(o, dsn, httpAddr, apiAddr)
+	adminKey, err := createAdminKey(ctx, o.hookrelay, env)
+	if err != nil {
+		return err
+	}
+	step("admin key of the management API created (`hookrelay apikeys create --admin`)")
 	cmd := exec.Command(o.hookrelay, "run")
 	cmd.Env = env
 	hr, err := childproc.Start("hookrelay run", cmd, filepath.Join(o.runDir, "hookrelay.log"), nil)
@@ -245,7 +256,14 @@ func run(ctx context.Context, o options) error {
 	if err := childproc.WaitReady(ctx, hr, httpAddr, 90*time.Second); err != nil {
 		return err
 	}
-	step("hookrelay ready")
+	step("hookrelay ready; management API on http://%s", apiAddr)
+	api := &apiClient{base: "http://" + apiAddr, key: adminKey}
+	for i, ep := range demoEndpoints {
+		if err := api.createEndpoint(ctx, ep, receivers[i]); err != nil {
+			return err
+		}
+		step("endpoint %-10s -> %s  events=%s rate=%d/s max-in-flight=%d (POST /v1/endpoints)", ep.ID, receivers[i].url, strings.Join(ep.Events, ","), ep.Rate, ep.MaxInFlight)
+	}
 
 	// Publish.
 	step("publishing %d events to %sevents (%d structured, %d binary mode)", len(evs), o.prefix, len(evs)-binary, binary)
@@ -264,6 +282,15 @@ func run(ctx context.Context, o options) error {
 	problems, err := summarize(ctx, os.Stdout, ch, dsn, o.database, evs, want, receivers)
 	if err != nil {
 		return err
+	}
+
+	fmt.Printf("\nAPI: http://%s/v1 (OpenAPI document at /v1/openapi.json)\nadmin key: %s\nconsole: http://%s/console/\n", apiAddr, adminKey, apiAddr)
+	if o.serve && len(problems) == 0 {
+		fmt.Println("hookrelay and the receivers keep running (-serve): Ctrl-C stops them")
+		<-ctx.Done()
+		ctx = context.WithoutCancel(ctx) // the clean-up below still runs
+	} else {
+		fmt.Println("(hookrelay stops now: `make demo DEMO_FLAGS=-serve` keeps it and the console running)")
 	}
 
 	// Stop hookrelay here, not in the deferred cleanup, to report its exit.
@@ -304,7 +331,7 @@ func databaseDSN(dsn, db string) (string, error) {
 
 // hookrelayEnv is the environment of every hookrelay command of the run: the
 // demo's own environment without HOOKRELAY_* variables, plus the run's.
-func hookrelayEnv(o options, dsn, httpAddr string) []string {
+func hookrelayEnv(o options, dsn, httpAddr, apiAddr string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HOOKRELAY_") {
@@ -317,31 +344,26 @@ func hookrelayEnv(o options, dsn, httpAddr string) []string {
 		"HOOKRELAY_TOPIC_PREFIX="+o.prefix,
 		"HOOKRELAY_ALLOW_NETWORKS=127.0.0.0/8",
 		"HOOKRELAY_HTTP_ADDR="+httpAddr,
-		"HOOKRELAY_API_ADDR=127.0.0.1:0", // the api role's port: any free one
+		"HOOKRELAY_API_ADDR="+apiAddr,
 		"HOOKRELAY_RETRY_SCHEDULE=2s,5s,10s",
 		"HOOKRELAY_INSTANCE_ID=demo",
 	)
 }
 
-// addEndpoint registers ep, served by r, with `hookrelay endpoints add`.
-func addEndpoint(ctx context.Context, bin string, env []string, ep demoEndpoint, r *receiver) error {
-	args := []string{"endpoints", "add",
-		"--id", ep.ID,
-		"--url", r.url + "/" + ep.ID,
-		"--secret", r.secret,
-		"--events", strings.Join(ep.Events, ","),
-		"--rate", strconv.Itoa(ep.Rate),
-		"--max-in-flight", strconv.Itoa(ep.MaxInFlight),
-	}
+// createAdminKey creates an admin key of the management API with
+// `hookrelay apikeys create --admin` and returns it.
+func createAdminKey(ctx context.Context, bin string, env []string) (string, error) {
 	actx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(actx, bin, args...)
+	cmd := exec.CommandContext(actx, bin, "apikeys", "create", "--admin", "--name", "demo")
 	cmd.Env = env
-	out, err := cmd.CombinedOutput()
+	out, err := cmd.Output()
 	if err != nil {
-		shown := strings.Join(args, " ")
-		shown = strings.ReplaceAll(shown, r.secret, "whsec_…")
-		return fmt.Errorf("%s %s: %v\n%s", bin, shown, err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("%s apikeys create --admin: %v", bin, err)
 	}
-	return nil
+	key, _, _ := strings.Cut(string(out), "\n")
+	if !strings.HasPrefix(key, "hrk_") {
+		return "", fmt.Errorf("%s apikeys create --admin printed no key", bin)
+	}
+	return key, nil
 }

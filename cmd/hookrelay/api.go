@@ -36,7 +36,9 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 	keys := api.NewKeys(topics.APIKeys, kopts, log)
 	idem := api.NewIdempotency(topics.Idempotency, kopts, api.DefaultIdempotencyWindow, log)
 	recoveries := api.NewRecoveries(topics.Recoveries, kopts, log)
-	resender, err := api.NewResender(kopts, topics.DLQ, topics.Deliveries)
+	resender, err := api.NewResender(api.ResenderOptions{ClientOpts: kopts, DLQ: topics.DLQ, Deliveries: topics.Deliveries,
+		Events: topics.Events, MaxEventBytes: cfg.MaxEventBytes,
+		FanoutGroup: topics.Prefix + "fanout", DispatchGroup: topics.Prefix + "dispatch"}) // the groups run.go names
 	if err != nil {
 		closeStore()
 		return nil, fmt.Errorf("kafka client: %w", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,16 +57,15 @@ func apikeysCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tROLE\tTENANT\tNAME\tCREATED")
+				var rows [][]string
 				for _, key := range keys {
 					role := "tenant"
 					if key.Admin {
 						role = "admin"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", key.ID, role, key.Tenant, key.Name, key.CreatedAt.Format(time.RFC3339))
+					rows = append(rows, []string{key.ID, role, key.Tenant, key.Name, key.CreatedAt.Format(time.RFC3339)})
 				}
-				return tw.Flush()
+				return printTable(os.Stdout, []string{"ID", "ROLE", "TENANT", "NAME", "CREATED"}, rows)
 			})
 		},
 	}

@@ -58,6 +58,10 @@ type setting struct {
 	flag, env, def, help string
 }
 
+// secretVariables are never a flag's shown default (--help would print
+// them): their reader takes the variable itself when the flag is not given.
+var secretVariables = map[string]bool{"HOOKRELAY_API_KEY": true}
+
 var settings = []setting{
 	{"brokers", "HOOKRELAY_BROKERS", "127.0.0.1:9092", "Kafka bootstrap brokers, comma-separated host:port"},
 	{"kafka-tls", "HOOKRELAY_KAFKA_TLS", "false", "connect to Kafka over TLS"},
@@ -85,18 +89,23 @@ var settings = []setting{
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
 }
 
-// addFlags registers every setting on fs, defaulting from the environment.
-func addFlags(fs *pflag.FlagSet, only ...string) {
+// addFlags registers every setting on fs (or only those named),
+// defaulting from the environment.
+func addFlags(fs *pflag.FlagSet, only ...string) { addSettings(fs, settings, only...) }
+
+// addSettings registers the settings of list on fs (or only those named),
+// defaulting from the environment.
+func addSettings(fs *pflag.FlagSet, list []setting, only ...string) {
 	want := map[string]bool{}
 	for _, o := range only {
 		want[o] = true
 	}
-	for _, s := range settings {
+	for _, s := range list {
 		if len(only) > 0 && !want[s.flag] {
 			continue
 		}
 		def := s.def
-		if v, ok := os.LookupEnv(s.env); ok {
+		if v, ok := os.LookupEnv(s.env); ok && !secretVariables[s.env] {
 			def = v
 		}
 		fs.String(s.flag, def, fmt.Sprintf("%s [%s]", s.help, s.env))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/hookrelay/hookrelay/retrytiers"
@@ -197,6 +198,105 @@ func TestDocsNameOnlyExistingVariables(t *testing.T) {
 				seen[n] = true
 				t.Errorf("%s names %s, which no source file of the repository uses", doc, n)
 			}
+		}
+	}
+}
+
+// readmeTable returns the first cells of the rows of the first table after
+// heading in README.md whose header starts with first.
+func readmeTable(t *testing.T, heading, first string) [][]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(raw), heading+"\n")
+	if !ok {
+		t.Fatalf("README.md: section %q not found", heading)
+	}
+	var rows [][]string
+	in := false
+	for _, line := range strings.Split(sec, "\n") {
+		if strings.HasPrefix(line, "#") {
+			break
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			if in {
+				break
+			}
+			continue
+		}
+		c := make([]string, 0, len(cells)-2)
+		for _, cell := range cells[1 : len(cells)-1] {
+			c = append(c, strings.TrimSpace(cell))
+		}
+		switch {
+		case !in && c[0] == first:
+			in = true
+		case in && !strings.HasPrefix(c[0], "---"):
+			rows = append(rows, c)
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("README.md: no %q table under %q", first, heading)
+	}
+	return rows
+}
+
+// TestReadmeCommandTableMatchesCommands: README.md's command table names
+// every command of the tree (each leaf: `endpoints add`, `recover`, …) and
+// nothing else.
+func TestReadmeCommandTableMatchesCommands(t *testing.T) {
+	inDoc := map[string]bool{}
+	for _, row := range readmeTable(t, "### Commands", "command") {
+		for _, c := range strings.Split(row[0], ",") {
+			inDoc[strings.Trim(strings.TrimSpace(c), "`")] = true
+		}
+	}
+	inCode := map[string]bool{}
+	var walk func(c *cobra.Command, path string)
+	walk = func(c *cobra.Command, path string) {
+		if c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if len(c.Commands()) == 0 {
+			inCode[strings.TrimSpace(path)] = true
+		}
+		for _, sub := range c.Commands() {
+			walk(sub, path+" "+sub.Name())
+		}
+	}
+	walk(rootCmd(), "")
+	for c := range inCode {
+		if !inDoc[c] {
+			t.Errorf("command %q is missing from README.md's command table", c)
+		}
+	}
+	for c := range inDoc {
+		if !inCode[c] {
+			t.Errorf("README.md's command table names %q, which is no command", c)
+		}
+	}
+}
+
+// TestReadmeAPIClientTableMatchesSettings: the table of the variables the
+// API-client commands read is apiClientSettings (names and defaults).
+func TestReadmeAPIClientTableMatchesSettings(t *testing.T) {
+	rows := readmeTable(t, "### Commands", "variable")
+	if len(rows) != len(apiClientSettings) {
+		t.Errorf("README.md lists %d API-client variables, apiClientSettings has %d", len(rows), len(apiClientSettings))
+	}
+	for i, s := range apiClientSettings {
+		if i >= len(rows) {
+			break
+		}
+		want := "`" + s.def + "`"
+		if s.def == "" {
+			want = "none"
+		}
+		if rows[i][0] != "`"+s.env+"`" || rows[i][1] != want {
+			t.Errorf("README.md row %d: %s = %s, want `%s` = %s", i+1, rows[i][0], rows[i][1], s.env, want)
 		}
 	}
 }

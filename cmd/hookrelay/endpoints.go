@@ -8,8 +8,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,13 +22,14 @@ import (
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
 )
 
-// endpointsCmd is `hookrelay endpoints …`: the operator's way to manage
-// endpoints until the REST API exists. Every subcommand reads the endpoints
-// topic to its end first, so what it prints or checks is current.
+// endpointsCmd is `hookrelay endpoints …`. add, update, list, get,
+// disable, enable and delete are the operator's: they write the endpoints
+// topic directly (broker access, no API needed) and read it to its end
+// first, so what they print or check is current. rotate-secret and health
+// are clients of the management API (apiClientSettings), whose operations
+// they are.
 func endpointsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "endpoints", Short: "Manage webhook endpoints (add, list, get, update, disable, enable, delete)"}
-	addFlags(cmd.PersistentFlags(), "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user",
-		"kafka-sasl-password", "topic-prefix", "replication-factor", "min-insync-replicas")
+	cmd := &cobra.Command{Use: "endpoints", Short: "Manage webhook endpoints (add, list, get, update, disable, enable, delete: Kafka; rotate-secret, health: the management API)"}
 
 	add := &cobra.Command{
 		Use:   "add --id ID --url URL [--secret whsec_…] [--events a.b,c.*] [--tenant T] [--rate 10] [--max-in-flight 4]",
@@ -104,8 +105,7 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tSTATUS\tURL\tEVENTS\tTENANT\tRATE/S\tIN-FLIGHT\tSECRETS")
+				var rows [][]string
 				for _, e := range eps {
 					st, reason := e.EffectiveStatus()
 					if reason != "" {
@@ -116,10 +116,10 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 					for _, sec := range masked.Secrets {
 						secrets = append(secrets, sec.Value)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", e.ID, st, masked.URL, strings.Join(e.EventTypes, ","),
-						e.TenantID, e.RatePerSec, e.MaxInFlight, strings.Join(secrets, " "))
+					rows = append(rows, []string{e.ID, string(st), masked.URL, strings.Join(e.EventTypes, ","), e.TenantID,
+						strconv.FormatFloat(e.RatePerSec, 'g', -1, 64), strconv.Itoa(e.MaxInFlight), strings.Join(secrets, " ")})
 				}
-				return tw.Flush()
+				return printTable(os.Stdout, []string{"ID", "STATUS", "URL", "EVENTS", "TENANT", "RATE/S", "IN-FLIGHT", "SECRETS"}, rows)
 			})
 		},
 	}
@@ -198,7 +198,14 @@ An endpoint the pipeline disabled (e.g. after 410 Gone) stays disabled; use
 			})
 		},
 	}
+	// These write and read the endpoints topic themselves, as an operator
+	// with broker access (before any API runs, e.g. to bootstrap).
+	for _, c := range []*cobra.Command{add, update, list, get, disable, enable, del} {
+		addFlags(c.Flags(), "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user",
+			"kafka-sasl-password", "topic-prefix", "replication-factor", "min-insync-replicas")
+	}
 	cmd.AddCommand(add, update, list, get, disable, enable, del)
+	cmd.AddCommand(apiCommand(rotateSecretCmd(), healthCmd())...)
 	return cmd
 }
 

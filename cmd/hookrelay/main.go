@@ -5,6 +5,8 @@
 //	hookrelay endpoints …         add, list, get, update, disable, enable, delete endpoints
 //	hookrelay log --endpoint ID   print an endpoint's delivery log
 //	hookrelay apikeys …           create, list, revoke management-API keys
+//	hookrelay recover …           resend what did not reach an endpoint (management API)
+//	hookrelay dlq …               list, show, replay DLQ records (management API)
 //
 // Every flag also reads a HOOKRELAY_* environment variable (see --help).
 // This package is the only one that reads flags or the environment.
@@ -29,6 +31,15 @@ var version = "dev"
 
 func main() {
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err := rootCmd().ExecuteContext(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "hookrelay:", err)
+		os.Exit(1)
+	}
+}
+
+// rootCmd is the command tree (README.md's command table is checked
+// against it by docs_test.go).
+func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hookrelay",
 		Short:         "Reliable outbound webhooks from Kafka",
@@ -38,11 +49,8 @@ func main() {
 		// An explicitly empty flag is an error, naming the flag (issue 8, item 8).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyFlags(cmd.Flags()) },
 	}
-	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd())
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "hookrelay:", err)
-		os.Exit(1)
-	}
+	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd(), recoverCmd(), dlqCmd())
+	return root
 }
 
 // signalContext ends on SIGINT or SIGTERM: the graceful shutdown.

@@ -9,11 +9,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
@@ -38,37 +36,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	for _, topic := range []string{"t.dlq", "t.deliveries", "t.operational"} {
-		if err := c.CreateTopic(topic, 3, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, topic := range []string{"t.endpoints", "t.endpoint-status", "t.apikeys", "t.idempotency", "t.recoveries"} {
-		if err := c.CreateTopic(topic, 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	view, err := endpoints.NewView(endpoints.Config{Brokers: c.ListenAddrs(), EndpointsTopic: "t.endpoints", StatusTopic: "t.endpoint-status"})
+	seeds := apitest.FakeKafka(t, []string{"t.dlq", "t.deliveries", "t.operational"},
+		[]string{"t.endpoints", "t.endpoint-status", "t.apikeys", "t.idempotency", "t.recoveries"})
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	view, err := endpoints.NewView(endpoints.Config{Brokers: seeds, EndpointsTopic: "t.endpoints", StatusTopic: "t.endpoint-status"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := api.NewKeys("t.apikeys", opts, nil)
 	idem := api.NewIdempotency("t.idempotency", opts, 0, nil)
 	recs := api.NewRecoveries("t.recoveries", opts, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{view.Run, keys.Run, idem.Run, recs.Run} {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = run(ctx) }()
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	resender, err := api.NewResender(opts, "t.dlq", "t.deliveries")
+	apitest.RunAll(t, view.Run, keys.Run, idem.Run, recs.Run)
+	resender, err := api.NewResender(api.ResenderOptions{ClientOpts: opts, DLQ: "t.dlq", Deliveries: "t.deliveries"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +61,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory(), seeds: c.ListenAddrs()}
+	e := &env{store: endpoints.NewStore(view), keys: keys, attempts: audit.NewMemory(), seeds: seeds}
 	s, err := api.New(api.Options{Endpoints: e.store, Keys: keys, Attempts: e.attempts, Idempotency: idem, Resender: resender, Recoveries: recs,
 		OperatorEvents: ops})
 	if err != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -116,15 +117,11 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request, p Principal) {
 			return
 		}
 	}
-	spans, err := s.o.Resender.spans(r.Context(), ep, since)
-	if err != nil {
-		s.unavailable(w, r, err)
-		return
-	}
+	msg := q.Get("webhook_id")
 	var out []dlqEntry
 	truncated := false
-	err = s.o.Resender.scan(r.Context(), spans, func(rec *kgo.Record) bool {
-		if !inRange(rec, since, until) || (e != nil && !dlqOf(rec, e)) || (e == nil && !s.dlqVisible(p, rec)) {
+	err := s.o.Resender.scanDLQ(r.Context(), e, since, until, func(rec *kgo.Record) bool {
+		if (e == nil && !s.dlqVisible(p, rec)) || (msg != "" && headerOf(rec, delivery.HeaderWebhookID) != msg) {
 			return true
 		}
 		if len(out) == limit {
@@ -182,31 +179,14 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request, p Principal) 
 // replay re-produces the newest DLQ record of every message of e whose
 // record is within [since, until).
 func (s *Server) replay(w http.ResponseWriter, r *http.Request, e *endpoints.Endpoint, since, until time.Time) {
-	spans, err := s.o.Resender.spans(r.Context(), e.ID, since)
-	if err != nil {
-		s.unavailable(w, r, err)
-		return
-	}
-	latest := map[string]*kgo.Record{}
-	var order []string
-	err = s.o.Resender.scan(r.Context(), spans, func(rec *kgo.Record) bool {
-		if !dlqOf(rec, e) || !inRange(rec, since, until) {
-			return true
-		}
-		id := headerOf(rec, delivery.HeaderWebhookID)
-		if _, ok := latest[id]; !ok {
-			order = append(order, id)
-		}
-		latest[id] = rec
-		return len(order) <= maxReplay
-	})
-	if err != nil {
-		s.unavailable(w, r, err)
-		return
-	}
-	if len(order) > maxReplay {
+	order, latest, err := s.o.Resender.newestDLQ(r.Context(), e, since, until, nil, maxReplay)
+	if errors.Is(err, errTooMany) {
 		writeProblem(w, r, probValidation, fmt.Sprintf("more than %d messages in the range: narrow since/until", maxReplay),
 			FieldDetail{"until", "the range holds too many messages"})
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, err)
 		return
 	}
 	type resent struct {

@@ -5,15 +5,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/audit"
+	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
+	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
 // Recoveries is the table of recovery records: the compacted
@@ -58,8 +62,9 @@ var recoverReasons = map[string]bool{
 }
 
 // recoverEndpoint answers POST /v1/endpoints/{id}/recover: every message of
-// the endpoint whose newest DLQ record in [since, until) has a recoverable
-// reason and which has no delivered attempt since is resent (as
+// the endpoint in [since, until), from its newest DLQ record or, without
+// one, from its event in the events topic (Resender.candidates), that is
+// not pending and is recoverable (Server.recoverable) is resent once (as
 // resendMessage does), and the recovery is recorded.
 func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Principal) {
 	e, ok := s.lookup(w, r, p)
@@ -84,30 +89,23 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 		return
 	}
 	ctx := r.Context()
-	spans, err := s.o.Resender.spans(ctx, e.ID, since)
+	delivered, err := s.deliveredSince(ctx, e, since.Add(-time.Minute))
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
-	latest := map[string]*kgo.Record{}
-	var order []string
-	err = s.o.Resender.scan(ctx, spans, func(rec *kgo.Record) bool {
-		if !dlqOf(rec, e) || !inRange(rec, since, until) {
-			return true
-		}
-		id := headerOf(rec, delivery.HeaderWebhookID)
-		if _, ok := latest[id]; !ok {
-			order = append(order, id)
-		}
-		latest[id] = rec
-		return len(order) <= maxReplay
-	})
-	if err != nil {
-		s.unavailable(w, r, err)
-		return
-	}
-	if len(order) > maxReplay {
+	order, latest, err := s.o.Resender.candidates(ctx, e, since, until, delivered)
+	if errors.Is(err, errTooMany) {
 		writeProblem(w, r, probValidation, fmt.Sprintf("more than %d messages in the range: narrow since/until", maxReplay), FieldDetail{"until", "the range holds too many messages"})
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	queued, err := s.o.Resender.queued(ctx, e)
+	if err != nil {
+		s.unavailable(w, r, err)
 		return
 	}
 	var b [8]byte
@@ -119,19 +117,15 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	var todo []string
 	for _, id := range order {
-		reason := headerOf(latest[id], delivery.HeaderReason)
-		if !recoverReasons[reason] && !(req.IncludeFailed && reason == string(audit.Failed)) {
-			continue
+		if queued[id] {
+			continue // still on its way: the dispatcher sends it
 		}
-		// Delivered since (e.g. by an earlier resend or recovery): not again.
-		q := logQuery(e)
-		q.WebhookID, q.Outcomes, q.Limit = id, []audit.Outcome{audit.Delivered}, 1
-		as, err := s.o.Attempts.Log(ctx, q)
+		ok, err := s.recoverable(ctx, e, id, headerOf(latest[id], delivery.HeaderReason), req.IncludeFailed)
 		if err != nil {
 			s.unavailable(w, r, err)
 			return
 		}
-		if len(as) == 0 {
+		if ok {
 			todo = append(todo, id)
 		}
 	}
@@ -155,6 +149,40 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 	}
 	w.Header().Set("Location", "/v1/recoveries/"+rec.ID)
 	writeJSON(w, http.StatusAccepted, map[string]any{"id": rec.ID, "endpoint_id": e.ID, "found": rec.Found, "queued": len(rec.Resends)})
+}
+
+// recoverable reports whether message id of endpoint e is to be resent:
+// it has no delivered attempt in the log (e.g. by an earlier resend or
+// recovery), its newest attempt is not one whose delivery goes on
+// (retry_scheduled, interrupted: pending), and its reason is one recovery
+// resends (recoverReasons; failed only with includeFailed). The reason is
+// dlqReason, that of its newest DLQ record; without one (a message found
+// only in the events topic) the outcome of its newest attempt, and a
+// message with no trace at all is recovered.
+func (s *Server) recoverable(ctx context.Context, e *endpoints.Endpoint, id, dlqReason string, includeFailed bool) (bool, error) {
+	q := logQuery(e)
+	q.WebhookID, q.Limit = id, 1
+	newest, err := s.o.Attempts.Log(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	q.Outcomes = []audit.Outcome{audit.Delivered}
+	delivered, err := s.o.Attempts.Log(ctx, q)
+	if err != nil || len(delivered) > 0 {
+		return false, err
+	}
+	reason := dlqReason
+	if len(newest) > 0 {
+		switch o := newest[0].Outcome; {
+		case o == audit.RetryScheduled || o == audit.Interrupted:
+			return false, nil
+		case reason == "":
+			reason = string(o)
+		}
+	} else if reason == "" {
+		return true, nil // no trace but its event: never attempted, never recorded
+	}
+	return recoverReasons[reason] || (includeFailed && reason == string(audit.Failed)), nil
 }
 
 // finalFailures are the outcomes that end a delivery without success.
@@ -203,4 +231,129 @@ func (s *Server) getRecovery(w http.ResponseWriter, r *http.Request, p Principal
 	writeJSON(w, http.StatusOK, map[string]any{"id": rec.ID, "endpoint_id": rec.EndpointID, "since": rec.Since, "until": rec.Until,
 		"include_failed": rec.IncludeFailed, "created_at": rec.CreatedAt, "found": rec.Found, "queued": len(rec.Resends),
 		"delivered": delivered, "failed": failed, "resends": rec.Resends})
+}
+
+// deliveredSince returns the messages of endpoint e with a delivered
+// attempt at or after since, read from the delivery log a page (MaxLimit
+// rows) at a time, so that a recovery over a busy range neither counts them
+// against maxReplay nor asks the log about each.
+func (s *Server) deliveredSince(ctx context.Context, e *endpoints.Endpoint, since time.Time) (map[string]bool, error) {
+	out := map[string]bool{}
+	q := logQuery(e)
+	q.Outcomes, q.Since, q.Limit = []audit.Outcome{audit.Delivered}, since, audit.MaxLimit
+	for {
+		page, err := s.o.Attempts.Log(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range page {
+			out[a.WebhookID] = true
+		}
+		if len(page) < q.Limit {
+			return out, nil
+		}
+		q.Before = audit.CursorOf(page[len(page)-1])
+	}
+}
+
+// candidates returns the messages a recovery of endpoint e over [since,
+// until) considers, but those in delivered, in the order first seen, each with the record to resend
+// it from: its newest DLQ record (newestDLQ), or, for a message without
+// one, the delivery fan-out makes of its event (pipeline.Rematch over the
+// events topic from since: the endpoint's current filter and tenant, never
+// another tenant's event, the same webhook-id and body). Events older than
+// the endpoint (its CreatedAt) were never its, and events fan-out has not
+// read yet (at or after its committed offset) are on their way: neither is
+// a candidate. More than maxReplay messages is errTooMany.
+func (s *Resender) candidates(ctx context.Context, e *endpoints.Endpoint, since, until time.Time, delivered map[string]bool) ([]string, map[string]*kgo.Record, error) {
+	order, latest, err := s.newestDLQ(ctx, e, since, until, delivered, maxReplay)
+	if err != nil || s.o.Events == "" {
+		return order, latest, err
+	}
+	from := since
+	if e.CreatedAt.After(from) {
+		from = e.CreatedAt
+	}
+	spans, err := s.spans(ctx, s.o.Events, "", from, until)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.after(ctx, s.o.FanoutGroup, s.o.Events, spans, true); err != nil {
+		return nil, nil, err
+	}
+	err = s.scan(ctx, s.o.Events, spans, func(r *kgo.Record) bool {
+		if !inRange(r, from, until) {
+			return true
+		}
+		m, body, ok := pipeline.Rematch(r, e, s.o.MaxEventBytes)
+		if !ok || latest[m.WebhookID] != nil || delivered[m.WebhookID] {
+			return true
+		}
+		order = append(order, m.WebhookID)
+		latest[m.WebhookID] = &kgo.Record{Key: []byte(e.ID), Value: body, Headers: m.Headers(), Timestamp: r.Timestamp}
+		return len(order) <= maxReplay
+	})
+	if err == nil && len(order) > maxReplay {
+		err = errTooMany
+	}
+	return order, latest, err
+}
+
+// queued returns the messages of endpoint e still waiting in the
+// deliveries topic: keyed by e's ID at or after the dispatcher's committed
+// offset of e's partition (nil without ResenderOptions.DispatchGroup).
+// Recovery resends none of them: the dispatcher will.
+func (s *Resender) queued(ctx context.Context, e *endpoints.Endpoint) (map[string]bool, error) {
+	if s.o.DispatchGroup == "" {
+		return nil, nil
+	}
+	spans, err := s.spans(ctx, s.o.Deliveries, e.ID, time.Time{}, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.after(ctx, s.o.DispatchGroup, s.o.Deliveries, spans, false); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	err = s.scan(ctx, s.o.Deliveries, spans, func(r *kgo.Record) bool {
+		if string(r.Key) == e.ID {
+			out[headerOf(r, delivery.HeaderWebhookID)] = true
+		}
+		return true
+	})
+	return out, err
+}
+
+// after narrows spans of topic to the part group has (before, true) or has
+// not (false) committed past: [start, committed) or [committed, end). A
+// partition without a commit has committed nothing. group "" leaves spans
+// as they are.
+func (s *Resender) after(ctx context.Context, group, topic string, spans map[int32]span, before bool) error {
+	if group == "" {
+		return nil
+	}
+	offs, err := kadm.NewClient(s.cl).FetchOffsets(ctx, group)
+	if err == nil {
+		err = offs.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("api: offsets of group %s: %w", group, err)
+	}
+	for p, sp := range spans {
+		committed := int64(0)
+		if o, ok := offs.Lookup(topic, p); ok && o.At >= 0 {
+			committed = o.At
+		}
+		if before {
+			sp.end = min(sp.end, committed)
+		} else {
+			sp.start = max(sp.start, committed)
+		}
+		if sp.start >= sp.end {
+			delete(spans, p)
+		} else {
+			spans[p] = sp
+		}
+	}
+	return nil
 }

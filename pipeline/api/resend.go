@@ -30,22 +30,48 @@ var errNoDLQRecord = errors.New("api: no DLQ record of the message")
 // Resender puts a message that ended without success back on the
 // deliveries topic, from its record in the DLQ, which holds the exact body
 // and every header (skipped, abandoned, exhausted, expired, failed
-// deliveries alike; 30 days). Safe for concurrent use.
+// deliveries alike; 30 days), or, for recovery, from its event in the
+// events topic (7 days), rebuilt as fan-out builds it (pipeline.Rematch).
+// Safe for concurrent use.
 type Resender struct {
-	opts       []kgo.Opt
-	cl         *kgo.Client
-	dlq        string
-	deliveries string
+	o  ResenderOptions
+	cl *kgo.Client
 }
 
-// NewResender returns a Resender reading dlq and producing to deliveries
-// with clientOpts (seed brokers, TLS, SASL). Close it when done.
-func NewResender(clientOpts []kgo.Opt, dlq, deliveries string) (*Resender, error) {
-	cl, err := kgo.NewClient(append(clientOpts, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+// ResenderOptions configure a [Resender].
+type ResenderOptions struct {
+	// ClientOpts are the Kafka connection options (seed brokers, TLS,
+	// SASL). Required.
+	ClientOpts []kgo.Opt
+	// DLQ and Deliveries are the `<prefix>dlq` and `<prefix>deliveries`
+	// topics. Required.
+	DLQ, Deliveries string
+	// Events is the `<prefix>events` topic, which recovery also reads, so
+	// that a message whose only trace is its event is found. Optional: ""
+	// recovers from the DLQ alone.
+	Events string
+	// MaxEventBytes is fan-out's limit on an events record
+	// (HOOKRELAY_MAX_EVENT_BYTES); a larger one is invalid, as in fan-out.
+	// Optional. Default events.DefaultMaxBytes.
+	MaxEventBytes int
+	// FanoutGroup and DispatchGroup are the consumer groups of fan-out and
+	// the dispatcher (`<prefix>fanout`, `<prefix>dispatch`). Recovery
+	// treats an event at or after fan-out's committed offset, and a
+	// delivery at or after the dispatcher's, as pending (it will be sent
+	// anyway) and resends neither. Optional: "" skips that check.
+	FanoutGroup, DispatchGroup string
+}
+
+// NewResender returns a Resender. Close it when done.
+func NewResender(o ResenderOptions) (*Resender, error) {
+	if o.DLQ == "" || o.Deliveries == "" {
+		return nil, errors.New("api: ResenderOptions.DLQ and .Deliveries: required")
+	}
+	cl, err := kgo.NewClient(append(o.ClientOpts, kgo.RequiredAcks(kgo.AllISRAcks()))...)
 	if err != nil {
 		return nil, err
 	}
-	return &Resender{opts: clientOpts, cl: cl, dlq: dlq, deliveries: deliveries}, nil
+	return &Resender{o: o, cl: cl}, nil
 }
 
 // Close closes the Resender's client.
@@ -54,39 +80,63 @@ func (s *Resender) Close() { s.cl.Close() }
 // span is a range of offsets of one partition: [start, end).
 type span struct{ start, end int64 }
 
-// spans returns, per DLQ partition (all, or only the one endpoint ep's key
-// maps to when ep is set), the offsets from the first record at or after
-// since to the end.
-func (s *Resender) spans(ctx context.Context, ep string, since time.Time) (map[int32]span, error) {
+// keyPartition is the partition of topic (n partitions) that records keyed
+// key go to: the pipeline's producers use franz-go's default (murmur2 key)
+// partitioning.
+func keyPartition(topic, key string, n int) int32 {
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(topic).Partition(&kgo.Record{Key: []byte(key)}, n))
+}
+
+// spans returns, per partition of topic (all, or only the one records
+// keyed key go to when key is set), the offsets from the first record at or
+// after since (zero: the start) to the first at or after until (zero: the
+// end).
+func (s *Resender) spans(ctx context.Context, topic, key string, since, until time.Time) (map[int32]span, error) {
 	adm := kadm.NewClient(s.cl)
-	ends, err := adm.ListEndOffsets(ctx, s.dlq)
+	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("api: DLQ end offsets: %w", err)
+		return nil, fmt.Errorf("api: %s end offsets: %w", topic, err)
 	}
-	n := len(ends[s.dlq])
+	n := len(ends[topic])
 	if n == 0 {
-		return nil, fmt.Errorf("api: DLQ topic %s has no partitions", s.dlq)
+		return nil, fmt.Errorf("api: topic %s has no partitions", topic)
 	}
-	starts, err := adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), s.dlq)
+	var starts kadm.ListedOffsets
+	if since.IsZero() {
+		starts, err = adm.ListStartOffsets(ctx, topic)
+	} else {
+		starts, err = adm.ListOffsetsAfterMilli(ctx, since.UnixMilli(), topic)
+	}
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("api: DLQ offsets by time: %w", err)
+		return nil, fmt.Errorf("api: %s offsets by time: %w", topic, err)
 	}
-	out := map[int32]span{}
-	for p, o := range ends[s.dlq] {
-		start := starts[s.dlq][p].Offset
-		if start >= 0 && start < o.Offset {
-			out[p] = span{start, o.Offset}
+	var stops kadm.ListedOffsets
+	if !until.IsZero() {
+		if stops, err = adm.ListOffsetsAfterMilli(ctx, until.UnixMilli(), topic); err == nil {
+			err = stops.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("api: %s offsets by time: %w", topic, err)
 		}
 	}
-	if ep != "" {
-		// The pipeline's producers use franz-go's default (murmur2 key) partitioning.
-		p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(s.dlq).Partition(&kgo.Record{Key: []byte(ep)}, n))
+	out := map[int32]span{}
+	for p, o := range ends[topic] {
+		start, end := starts[topic][p].Offset, o.Offset
+		if st, ok := stops[topic][p]; ok && st.Offset >= 0 && st.Offset < end {
+			end = st.Offset
+		}
+		if start >= 0 && start < end {
+			out[p] = span{start, end}
+		}
+	}
+	if key != "" {
+		p := keyPartition(topic, key, n)
 		sp, ok := out[p]
 		out = map[int32]span{}
 		if ok {
@@ -96,9 +146,11 @@ func (s *Resender) spans(ctx context.Context, ep string, since time.Time) (map[i
 	return out, nil
 }
 
-// scan calls fn with every data record of spans, in offset order per
-// partition, until fn returns false.
-func (s *Resender) scan(ctx context.Context, spans map[int32]span, fn func(*kgo.Record) bool) error {
+// scan calls fn with every data record of spans of topic, in offset order
+// per partition, until fn returns false. It is the one reader of every
+// scan the API makes (DLQ list, resend, replay, recover; the events and
+// deliveries topics for recovery).
+func (s *Resender) scan(ctx context.Context, topic string, spans map[int32]span, fn func(*kgo.Record) bool) error {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -108,7 +160,7 @@ func (s *Resender) scan(ctx context.Context, spans map[int32]span, fn func(*kgo.
 		offsets[p] = kgo.NewOffset().At(sp.start)
 		pos[p] = sp.start
 	}
-	cl, err := kgo.NewClient(append(s.opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.dlq: offsets}),
+	cl, err := kgo.NewClient(append(s.o.ClientOpts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return err
@@ -136,7 +188,7 @@ func (s *Resender) scan(ctx context.Context, spans map[int32]span, fn func(*kgo.
 			return nil
 		}
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("api: read DLQ: %w", err)
+			return fmt.Errorf("api: read %s: %w", topic, err)
 		}
 		stop := false
 		fs.EachRecord(func(r *kgo.Record) {
@@ -155,6 +207,53 @@ func (s *Resender) scan(ctx context.Context, spans map[int32]span, fn func(*kgo.
 	return nil
 }
 
+// scanDLQ calls fn with every DLQ record of endpoint e (dlqOf: its key and
+// its current tenant; every record of the topic when e is nil) in [since,
+// until), until fn returns false: only the one DLQ partition e's key maps
+// to is read.
+func (s *Resender) scanDLQ(ctx context.Context, e *endpoints.Endpoint, since, until time.Time, fn func(*kgo.Record) bool) error {
+	key := ""
+	if e != nil {
+		key = e.ID
+	}
+	spans, err := s.spans(ctx, s.o.DLQ, key, since, until)
+	if err != nil {
+		return err
+	}
+	return s.scan(ctx, s.o.DLQ, spans, func(r *kgo.Record) bool {
+		if !inRange(r, since, until) || (e != nil && !dlqOf(r, e)) {
+			return true
+		}
+		return fn(r)
+	})
+}
+
+// newestDLQ returns endpoint e's messages with a DLQ record in [since,
+// until), but those in skip (nil: none), in the order first seen, and the
+// newest record of each. More than max messages is errTooMany.
+func (s *Resender) newestDLQ(ctx context.Context, e *endpoints.Endpoint, since, until time.Time, skip map[string]bool, max int) ([]string, map[string]*kgo.Record, error) {
+	latest := map[string]*kgo.Record{}
+	var order []string
+	err := s.scanDLQ(ctx, e, since, until, func(rec *kgo.Record) bool {
+		id := headerOf(rec, delivery.HeaderWebhookID)
+		if skip[id] {
+			return true
+		}
+		if _, ok := latest[id]; !ok {
+			order = append(order, id)
+		}
+		latest[id] = rec
+		return len(order) <= max
+	})
+	if err == nil && len(order) > max {
+		err = errTooMany
+	}
+	return order, latest, err
+}
+
+// errTooMany: a range holds more messages than one request may resend.
+var errTooMany = errors.New("api: too many messages in the range")
+
 func headerOf(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {
 		if h.Key == key {
@@ -168,13 +267,9 @@ func headerOf(r *kgo.Record, key string) string {
 // (dlqOf: its key and its current tenant), read from since on in the one
 // DLQ partition the endpoint's key maps to.
 func (s *Resender) find(ctx context.Context, e *endpoints.Endpoint, msg string, since time.Time) (*kgo.Record, error) {
-	spans, err := s.spans(ctx, e.ID, since)
-	if err != nil {
-		return nil, err
-	}
 	var found *kgo.Record
-	err = s.scan(ctx, spans, func(r *kgo.Record) bool {
-		if dlqOf(r, e) && headerOf(r, delivery.HeaderWebhookID) == msg {
+	err := s.scanDLQ(ctx, e, since, time.Time{}, func(r *kgo.Record) bool {
+		if headerOf(r, delivery.HeaderWebhookID) == msg {
 			found = r
 		}
 		return true
@@ -202,7 +297,7 @@ func (s *Resender) resend(ctx context.Context, e *endpoints.Endpoint, rec *kgo.R
 	m.DeliveryID, m.Attempt, m.EventTime, m.Incarnation = id, 1, time.Now().UTC(), e.Incarnation
 	m.DueAt, m.FirstAttemptAt, m.PauseUntil, m.LastError, m.Parks, m.History, m.Reason = time.Time{}, time.Time{}, time.Time{}, "", 0, nil, ""
 	hs := append(m.Headers(), kgo.RecordHeader{Key: HeaderResend, Value: []byte(id)})
-	out := &kgo.Record{Topic: s.deliveries, Key: []byte(e.ID), Value: rec.Value, Headers: hs}
+	out := &kgo.Record{Topic: s.o.Deliveries, Key: []byte(e.ID), Value: rec.Value, Headers: hs}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return "", m, fmt.Errorf("api: produce resend: %w", err)
 	}
