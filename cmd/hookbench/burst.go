@@ -87,21 +87,13 @@ func (b *bench) runBurst(ctx context.Context) (*BurstResult, error) {
 	case <-time.After(o.warmup):
 	}
 	from := time.Now()
-	stopBurst := make(chan struct{})
 	burstDone := make(chan struct{})
 	var burstN int
 	var burstErr error
 	go func() {
 		defer close(burstDone)
 		var produced []int64
-		produced, burstErr = b.paced(ctx, bgen, e.prefix+"events", o.burstRate, stopBurst, func(i int) string {
-			if i+1 >= o.burstEvents {
-				select {
-				case <-stopBurst:
-				default:
-					close(stopBurst)
-				}
-			}
+		produced, burstErr = b.pacedN(ctx, bgen, e.prefix+"events", o.burstRate, o.burstEvents, nil, func(int) string {
 			return "bench.s10.burst"
 		})
 		burstN = len(produced)
