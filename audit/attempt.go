@@ -18,8 +18,6 @@
 package audit
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -98,7 +96,8 @@ const MaxResponseBody = 4 << 10
 // Attempt is one row of the delivery log: one real HTTP attempt, or one
 // decision not to send (abandoned, expired, skipped, config_error).
 //
-// Its JSON form is the value of a record on the attempts topic, keyed by
+// Its binary form ([Attempt.Marshal]; JSON before issue 14, still read) is
+// the value of a record on the attempts topic, keyed by
 // EndpointID. AttemptID is made once per attempt and is the deduplication key
 // of the store, so a retried insert never shows twice.
 type Attempt struct {
@@ -119,22 +118,4 @@ type Attempt struct {
 	ErrorMessage  string    `json:"error_message"`   // human-readable detail, at most 1 KiB, URLs redacted (webhook.Classify); "" on success
 	ResponseBody  string    `json:"response_body"`   // first MaxResponseBody (4 KiB) bytes of the response body
 	NextAttemptAt time.Time `json:"next_attempt_at"` // zero unless Outcome is RetryScheduled
-}
-
-// Marshal encodes a as the value of an attempts-topic record.
-func (a *Attempt) Marshal() ([]byte, error) { return json.Marshal(a) }
-
-// Unmarshal decodes an attempts-topic record value into a. It fails on invalid
-// JSON, an empty AttemptID, or an unknown Outcome.
-func (a *Attempt) Unmarshal(b []byte) error {
-	if err := json.Unmarshal(b, a); err != nil {
-		return fmt.Errorf("audit: decode attempt: %w", err)
-	}
-	if a.AttemptID == "" {
-		return fmt.Errorf("audit: decode attempt: empty attempt_id")
-	}
-	if !a.Outcome.Valid() {
-		return fmt.Errorf("audit: decode attempt %s: unknown outcome %q", a.AttemptID, a.Outcome)
-	}
-	return nil
 }

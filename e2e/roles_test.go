@@ -6,7 +6,6 @@ package e2e
 // the process from starting.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/e2e/stack"
 )
 
@@ -61,10 +61,8 @@ func TestAuditSinkWaitsForClickHouse(t *testing.T) {
 		ids := map[string]bool{}
 		h.readTopic(h.topic("attempts"), 60*time.Second, func(recs []*kgo.Record) (bool, string) {
 			for _, r := range recs {
-				var a struct {
-					AttemptID string `json:"attempt_id"`
-				}
-				if err := json.Unmarshal(r.Value, &a); err != nil || a.AttemptID == "" {
+				var a audit.Attempt
+				if err := a.Unmarshal(r.Value); err != nil {
 					t.Fatalf("attempts record %s/%d@%d: %v %q", r.Topic, r.Partition, r.Offset, err, r.Value)
 				}
 				ids[a.AttemptID] = true
@@ -154,15 +152,12 @@ func TestRolesWithoutAuditNeverTouchClickHouse(t *testing.T) {
 	outcomes := map[string]string{}
 	h.readTopic(h.topic("attempts"), 60*time.Second, func(recs []*kgo.Record) (bool, string) {
 		for _, r := range recs {
-			var a struct {
-				AttemptID string `json:"attempt_id"`
-				Outcome   string `json:"outcome"`
-			}
-			if err := json.Unmarshal(r.Value, &a); err != nil || a.AttemptID == "" {
+			var a audit.Attempt
+			if err := a.Unmarshal(r.Value); err != nil {
 				t.Fatalf("attempts record %s/%d@%d: %v %q", r.Topic, r.Partition, r.Offset, err, r.Value)
 			}
 			if a.Outcome != "sending" {
-				outcomes[a.AttemptID] = a.Outcome
+				outcomes[a.AttemptID] = string(a.Outcome)
 			}
 		}
 		return len(outcomes) >= 2*events, fmt.Sprintf("%d of %d attempt outcomes", len(outcomes), 2*events)

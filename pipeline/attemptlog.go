@@ -28,17 +28,23 @@ func NewKafkaAttemptLog(cl *kgo.Client, topic string) *KafkaAttemptLog {
 	return &KafkaAttemptLog{cl: cl, topic: topic}
 }
 
-// Started produces a and waits until every in-sync replica has it. It
-// returns the error that kept the record from being written (ctx ended,
-// the client's record delivery timeout passed, the broker refused it);
-// then the dispatcher makes no request.
-func (l *KafkaAttemptLog) Started(ctx context.Context, a *audit.Attempt) error {
-	b, err := a.Marshal()
-	if err != nil {
-		return fmt.Errorf("pipeline: encode attempt %s: %w", a.AttemptID, err)
+// Started produces rows together (one produce, one wait: rows of one
+// endpoint share a partition, so they travel in one batch) and waits until
+// every in-sync replica has each. It returns the first error that kept a
+// record from being written (ctx ended, the client's record delivery timeout
+// passed, the broker refused it); then the dispatcher makes none of their
+// requests.
+func (l *KafkaAttemptLog) Started(ctx context.Context, rows ...*audit.Attempt) error {
+	recs := make([]*kgo.Record, len(rows))
+	for i, a := range rows {
+		b, err := a.Marshal()
+		if err != nil {
+			return fmt.Errorf("pipeline: encode attempt %s: %w", a.AttemptID, err)
+		}
+		recs[i] = &kgo.Record{Topic: l.topic, Key: []byte(a.EndpointID), Value: b}
 	}
-	if err := l.cl.ProduceSync(ctx, &kgo.Record{Topic: l.topic, Key: []byte(a.EndpointID), Value: b}).FirstErr(); err != nil {
-		return fmt.Errorf("pipeline: write the sending row of attempt %s: %w", a.AttemptID, err)
+	if err := l.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("pipeline: write the sending rows of %d attempts (first %s): %w", len(rows), rows[0].AttemptID, err)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func BenchmarkKafkaAttemptLogStarted(b *testing.B) {
 					i++
 					a := &audit.Attempt{AttemptID: newAttemptID(), DeliveryID: "d", EndpointID: fmt.Sprint("ep-", i%100),
 						AttemptedAt: time.Now().UTC(), Outcome: audit.Sending, AttemptNumber: 1}
-					if err := l.Started(context.Background(), a); err != nil {
+					if err := l.Started(context.Background(), a); err != nil { // one row per write: the worst case
 						b.Error(err)
 						return
 					}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,23 +18,34 @@ import (
 
 // orderedAttempts records Sending rows and, through sent, whether a request
 // had already been made when each was written; fail makes Started fail.
+// When gate is set, the first call waits for it to close (after counting
+// its rows in first).
 type orderedAttempts struct {
 	mu      sync.Mutex
 	rows    []*audit.Attempt
 	before  []bool // no request of the attempt was made yet when its row was written
+	calls   []int  // rows per Started call
 	fail    atomic.Bool
 	started atomic.Int32
 	sent    *atomic.Int32
+	gate    chan struct{}
+	first   atomic.Int32
 }
 
-func (o *orderedAttempts) Started(_ context.Context, a *audit.Attempt) error {
-	o.started.Add(1)
+func (o *orderedAttempts) Started(_ context.Context, rows ...*audit.Attempt) error {
+	if o.gate != nil && o.first.CompareAndSwap(0, int32(len(rows))) {
+		<-o.gate
+	}
+	o.started.Add(int32(len(rows)))
 	if o.fail.Load() {
 		return errors.New("broker unavailable")
 	}
 	o.mu.Lock()
-	o.rows = append(o.rows, a)
-	o.before = append(o.before, int(o.sent.Load()) < len(o.rows))
+	o.calls = append(o.calls, len(rows))
+	for _, a := range rows {
+		o.rows = append(o.rows, a)
+		o.before = append(o.before, int(o.sent.Load()) < len(o.rows))
+	}
 	o.mu.Unlock()
 	return nil
 }
@@ -114,6 +126,65 @@ func TestDispatcherWritesSendingRowFirst(t *testing.T) {
 		if s.Outcome != audit.Sending || o.Outcome != audit.Delivered || o.AttemptID != s.AttemptID ||
 			!o.AttemptedAt.Equal(s.AttemptedAt) || o.EndpointID != s.EndpointID || o.DeliveryID != s.DeliveryID {
 			t.Errorf("row %d: sending %+v, outcome %+v; want the same attempt", i, s, o)
+		}
+	}
+}
+
+// TestDispatcherStartsReadyAttemptsTogether: the deliveries of an endpoint
+// that are ready while free in-flight slots allow are started together, one
+// Sending write for all of them, each row still before its request.
+func TestDispatcherStartsReadyAttemptsTogether(t *testing.T) {
+	const n = 8
+	c, seeds, topics, policy := reviewCluster(t, "sb.", 1)
+	prod, err := kgo.NewClient(seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := range n {
+		if err := prod.ProduceSync(context.Background(), deliveryRec(topics.Deliveries, "ep", fmt.Sprintf("d%d", i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sent atomic.Int32
+	log := &orderedAttempts{sent: &sent, gate: make(chan struct{})}
+	d, _ := startDispatcher(t, DispatcherOptions{
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "sb.dispatch", TransactionalID: "sb.dispatch-test",
+		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", n)},
+		Attempter: funcAttempter(func(_ context.Context, _ *endpoints.Endpoint, _ *delivery.Meta, now time.Time) AttemptResult {
+			sent.Add(1)
+			return AttemptResult{StartedAt: now, StatusCode: 200, Outcome: audit.Delivered}
+		}),
+		Attempts: log, Policy: policy,
+	})
+	// The first write waits until every other delivery is queued behind it.
+	waitFor(t, "every delivery queued or starting", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, p := range d.parts {
+			p.mu.Lock()
+			queued := p.backlog
+			p.mu.Unlock()
+			if first := int(log.first.Load()); first > 0 && queued+first == n {
+				return true
+			}
+		}
+		return false
+	})
+	close(log.gate)
+	rows := readAttempts(t, seeds, topics.Attempts, n)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.rows) != n || len(rows) != n {
+		t.Fatalf("%d sending rows, %d committed outcome rows; want %d and %d", len(log.rows), len(rows), n, n)
+	}
+	if len(log.calls) > 2 {
+		t.Errorf("sending rows written in %d calls %v; want at most 2 (the first, then the rest together)", len(log.calls), log.calls)
+	}
+	for i := range log.rows {
+		if !log.before[i] {
+			t.Errorf("sending row %d written after its request", i)
 		}
 	}
 }

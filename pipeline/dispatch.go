@@ -24,11 +24,14 @@ type EndpointSource interface {
 	Get(id string) (*endpoints.Endpoint, bool)
 }
 
-// AttemptLog durably records that an attempt is starting, before its
-// request leaves: Started writes a's row (outcome [audit.Sending]) to the
-// attempts topic and returns only once it is written (acknowledged by every
-// in-sync replica), or with the error that kept it from being written; then
-// no request is made. It must return when ctx ends. Safe for concurrent use.
+// AttemptLog durably records that attempts are starting, before their
+// requests leave: Started writes the rows (outcome [audit.Sending]; one or
+// more attempts to one endpoint, which the dispatcher starts together) to
+// the attempts topic and returns nil only once every one is written
+// (acknowledged by every in-sync replica), or else the error that kept one
+// from being written; then no request of the batch is made (a row that was
+// written anyway is resolved as [audit.Interrupted] by the sink). It must
+// return when ctx ends. Safe for concurrent use.
 //
 // The outcome row of the attempt (same AttemptID, AttemptedAt, EndpointID)
 // is not written through AttemptLog: the dispatcher produces it to
@@ -37,7 +40,7 @@ type EndpointSource interface {
 // between the two leaves a Sending row alone, which the audit sink resolves
 // as [audit.Interrupted] (see audit/sink).
 type AttemptLog interface {
-	Started(ctx context.Context, a *audit.Attempt) error
+	Started(ctx context.Context, rows ...*audit.Attempt) error
 }
 
 // DispatcherOptions configures a [Dispatcher]. cmd/ fills it; nothing here

@@ -11,52 +11,83 @@ import (
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
-// attempt makes one attempt of it and reports the result. Owner: the
-// partition's wg; it holds one of the endpoint's in-flight slots.
-func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
-	defer p.wg.Done()
-	release := func() {
-		q.lim.Release()
-		p.mu.Lock()
-		q.active--
-		if q.active == 0 && !q.running && q.len() == 0 && p.queues[q.id] == q {
-			delete(p.queues, q.id)
-		}
-		p.mu.Unlock()
-		q.signal()
+// maxStartBatch bounds how many attempts of one endpoint the pump starts
+// together (one Sending write for all; the in-flight cap bounds it too).
+const maxStartBatch = 64
+
+// release gives back the in-flight slot an attempt of q held, and drops q
+// from the partition's map once it is idle and empty.
+func (d *Dispatcher) release(p *partState, q *endpointQueue) {
+	q.lim.Release()
+	p.mu.Lock()
+	q.active--
+	if q.active == 0 && !q.running && q.len() == 0 && p.queues[q.id] == q {
+		delete(p.queues, q.id)
 	}
+	p.mu.Unlock()
+	q.signal()
+}
+
+// startAttempts starts one attempt of each of its (deliveries of q, each
+// holding one of the endpoint's in-flight slots): those the endpoint no
+// longer accepts, or that expired, end here; the Sending rows of the rest
+// are written together, durably, before any of their requests leaves, so a
+// request that may have reached the endpoint always has a row, whenever the
+// process dies. Without them, no request. Called by q's pump, which waits:
+// attempts that become ready meanwhile form the next batch, so at load one
+// write (and one wait) serves many attempts.
+func (d *Dispatcher) startAttempts(p *partState, q *endpointQueue, its []*item) {
 	now := d.now()
-	ep, ok := d.o.Endpoints.Get(it.meta.EndpointID)
+	ep, ok := d.o.Endpoints.Get(q.id)
 	if !ok {
 		ep = nil
 	}
-	if v := checkIdentity(&it.meta, ep); v.outcome != "" {
-		release()
-		d.complete(p, it.off, d.refuse(it, ep, v, now))
-		return
-	}
-	if d.o.Policy.Expired(it.meta, now) {
-		release()
-		d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
-		return
-	}
-	ctx := context.Background()
-	// The attempt's Sending row is durable before the request leaves, so
-	// a request that may have reached the endpoint always has a row,
-	// whenever the process dies. Without it, no request.
-	attemptID := newAttemptID()
-	faultPoint("crash-before-started")
-	if err := d.started(p, it, ep, attemptID, now); err != nil {
-		release()
-		if p.ctx.Err() != nil {
-			return // revoked: nothing sent; the next owner sends it
+	send := its[:0:0]
+	rows := make([]*audit.Attempt, 0, len(its))
+	for _, it := range its {
+		if v := checkIdentity(&it.meta, ep); v.outcome != "" {
+			d.release(p, q)
+			d.complete(p, it.off, d.refuse(it, ep, v, now))
+			continue
 		}
-		d.o.Logger.Warn("dispatch: attempt not made: its sending row was not written; delivery parked without consuming an attempt",
-			"endpoint", ep.ID, "delivery", it.meta.DeliveryID, "err", err)
-		d.park(p, it, "attempt_log", time.Time{}, now, d.complete)
+		if d.o.Policy.Expired(it.meta, now) {
+			d.release(p, q)
+			d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
+			continue
+		}
+		row := attemptRow(it, ep, audit.Sending, now)
+		row.AttemptID = newAttemptID()
+		send, rows = append(send, it), append(rows, row)
+	}
+	if len(send) == 0 {
+		return
+	}
+	faultPoint("crash-before-started")
+	if err := d.started(p, rows); err != nil {
+		for _, it := range send {
+			d.release(p, q)
+			if p.ctx.Err() != nil {
+				continue // revoked: nothing sent; the next owner sends it
+			}
+			d.o.Logger.Warn("dispatch: attempt not made: its sending row was not written; delivery parked without consuming an attempt",
+				"endpoint", ep.ID, "delivery", it.meta.DeliveryID, "err", err)
+			d.park(p, it, "attempt_log", time.Time{}, now, d.complete)
+		}
 		return
 	}
 	faultPoint("crash-after-started")
+	for i, it := range send {
+		p.wg.Add(1)
+		go d.attempt(p, q, it, ep, rows[i].AttemptID, now)
+	}
+}
+
+// attempt makes the request of attempt attemptID of it, whose Sending row
+// is written, and reports the result. Owner: the partition's wg; it holds
+// one of the endpoint's in-flight slots.
+func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item, ep *endpoints.Endpoint, attemptID string, now time.Time) {
+	defer p.wg.Done()
+	ctx := context.Background()
 	d.m.inFlight.Add(ctx, 1)
 	res := d.o.Attempter.Attempt(p.ctx, ep, it.value, &it.meta, now)
 	d.m.inFlight.Add(ctx, -1)
@@ -64,7 +95,7 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item) {
 	if res.PauseUntil.After(now) {
 		q.lim.Pause(d.o.Policy.CapPause(res.PauseUntil, now))
 	}
-	release()
+	d.release(p, q)
 	if p.ctx.Err() != nil {
 		// Revoked mid-attempt: not committed; the next owner sends it again
 		// with the same webhook-id and body. The request may have reached
@@ -123,16 +154,15 @@ func (d *Dispatcher) decided(it *item, ep *endpoints.Endpoint, attemptID string,
 	return out
 }
 
-// started writes the Sending row of attempt attemptID of it, bounded by
-// StartTimeout. The outcome row will carry the same AttemptID, AttemptedAt
-// (now) and endpoint, so the store collapses the pair.
-func (d *Dispatcher) started(p *partState, it *item, ep *endpoints.Endpoint, attemptID string, now time.Time) error {
-	row := attemptRow(it, ep, audit.Sending, now)
-	row.AttemptID = attemptID
+// started writes the Sending rows of attempts about to be made, in one
+// write bounded by StartTimeout. Each outcome row will carry the same
+// AttemptID, AttemptedAt and endpoint as its Sending row, so the store
+// collapses the pair.
+func (d *Dispatcher) started(p *partState, rows []*audit.Attempt) error {
 	ctx, cancel := context.WithTimeout(p.ctx, d.o.StartTimeout)
 	defer cancel()
 	start := d.now()
-	err := d.o.Attempts.Started(ctx, row)
+	err := d.o.Attempts.Started(ctx, rows...)
 	d.m.startLatency.Record(context.Background(), d.now().Sub(start).Seconds())
 	return err
 }

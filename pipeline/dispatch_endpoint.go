@@ -46,13 +46,10 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 		} else {
 			w, err := q.lim.Acquire(now)
 			if err == nil && w == 0 {
-				it := q.pop()
-				p.backlog--
-				q.active++
+				batch := d.takeReady(p, q, now)
 				p.mu.Unlock()
-				d.m.backlog.Add(context.Background(), -1)
-				p.wg.Add(1)
-				go d.attempt(p, q, it)
+				d.m.backlog.Add(context.Background(), -int64(len(batch)))
+				d.startAttempts(p, q, batch)
 				continue
 			}
 			if err == nil {
@@ -78,6 +75,25 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			case <-timer.C:
 			default:
 			}
+		}
+	}
+}
+
+// takeReady pops q's head, whose in-flight slot and token the caller just
+// acquired, and as many more ready deliveries as the endpoint's pacing lets
+// start at once (at most maxStartBatch), each holding a slot. Called with
+// the partition lock held.
+func (d *Dispatcher) takeReady(p *partState, q *endpointQueue, now time.Time) []*item {
+	batch := make([]*item, 0, min(len(q.ready), maxStartBatch))
+	for {
+		batch = append(batch, q.pop())
+		p.backlog--
+		q.active++
+		if len(q.ready) == 0 || len(batch) == maxStartBatch {
+			return batch
+		}
+		if w, err := q.lim.Acquire(now); err != nil || w != 0 {
+			return batch // a refusal takes nothing
 		}
 	}
 }

@@ -72,10 +72,10 @@ type memAttempts struct {
 	rows []*audit.Attempt
 }
 
-// Started records a's Sending row.
-func (m *memAttempts) Started(_ context.Context, a *audit.Attempt) error {
+// Started records the Sending rows.
+func (m *memAttempts) Started(_ context.Context, rows ...*audit.Attempt) error {
 	m.mu.Lock()
-	m.rows = append(m.rows, a)
+	m.rows = append(m.rows, rows...)
 	m.mu.Unlock()
 	return nil
 }

@@ -74,11 +74,24 @@ type FanoutOptions struct {
 	// MaxEventBytes is the largest record accepted on the events topic.
 	// Optional. Default events.DefaultMaxBytes (256 KiB).
 	MaxEventBytes int
+	// Linger is how long fan-out keeps polling after a poll returned
+	// events (fewer than a full poll of 2000), so that one transaction
+	// carries them all: fewer, larger transactions at moderate load (each
+	// costs the broker a marker per partition it wrote), for at most Linger
+	// of extra latency. Optional. Default DefaultFanoutLinger (10ms);
+	// negative: none (one transaction per poll).
+	Linger time.Duration
 	// Meter. Optional. Default no-op.
 	Meter metric.Meter
 	// Logger. Optional. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// DefaultFanoutLinger is FanoutOptions.Linger's default: 10 ms.
+const DefaultFanoutLinger = 10 * time.Millisecond
+
+// maxFanoutPoll is the most events fan-out takes into one transaction.
+const maxFanoutPoll = 2000
 
 // Fanout consumes the events topic and produces one delivery record per
 // (event, matching active endpoint) to the deliveries topic, keyed by
@@ -123,6 +136,9 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 	}
 	if o.MaxEventBytes == 0 {
 		o.MaxEventBytes = events.DefaultMaxBytes
+	}
+	if o.Linger == 0 {
+		o.Linger = DefaultFanoutLinger
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -169,7 +185,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 		f.o.Logger.Warn("fanout: not fenced at start; fenced at the first transaction instead", "err", err)
 	}
 	for {
-		fs := sess.PollRecords(ctx, 2000)
+		fs := f.linger(ctx, sess, sess.PollRecords(ctx, maxFanoutPoll))
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
@@ -215,6 +231,31 @@ func (f *Fanout) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// linger returns fs with what further polls return within Linger of it,
+// while fs holds some events and fewer than maxFanoutPoll.
+func (f *Fanout) linger(ctx context.Context, sess *kgo.GroupTransactSession, fs kgo.Fetches) kgo.Fetches {
+	n := fs.NumRecords()
+	if f.o.Linger <= 0 || n == 0 || n >= maxFanoutPoll || fs.IsClientClosed() {
+		return fs
+	}
+	lctx, cancel := context.WithTimeout(ctx, f.o.Linger)
+	defer cancel()
+	for n < maxFanoutPoll {
+		more := sess.PollRecords(lctx, maxFanoutPoll-n)
+		if more.NumRecords() == 0 && lctx.Err() != nil && !more.IsClientClosed() {
+			// The linger ended: a poll cut short returns only the context
+			// error (records fetched meanwhile wait for the next poll).
+			break
+		}
+		fs = append(fs, more...)
+		n += more.NumRecords()
+		if more.IsClientClosed() || lctx.Err() != nil {
+			break
+		}
+	}
+	return fs
 }
 
 // expand appends the records one event produces: a delivery per matching

@@ -38,6 +38,8 @@ type BacklogResult struct {
 	HealthyRatio      float64                `json:"healthy_ratio_to_offered"`
 	HealthyLatency    Dist                   `json:"healthy_latency_while_growing"`
 	DeadProducePerSec float64                `json:"dead_produce_per_s"`
+	CPUPer1000        float64                `json:"hookrelay_cpu_s_per_1000_healthy"` // per healthy delivery while growing (taking in the dead backlog costs too)
+	KafkaCPUPer1000   float64                `json:"kafka_cpu_s_per_1000_healthy"`
 	Processes         map[string]procFigures `json:"processes"`
 	KafkaProbe        ProbeResult            `json:"kafka_probe"` // while the backlog grew
 	Check             Check                  `json:"check"`
@@ -126,6 +128,8 @@ func (b *bench) runBacklog(ctx context.Context) (*BacklogResult, error) {
 	res.HealthyRatio = ratio(res.HealthyPerSec, o.s6HealthyRate)
 	res.HealthyLatency = summarize(rs.latencies(from, growEnd))
 	res.Processes = e.cpuReport(start, growEnd)
+	grown := countBetween(rs.completions(), start, growEnd)
+	res.CPUPer1000, res.KafkaCPUPer1000 = per1000(res.Processes, "hookrelay", grown), per1000(res.Processes, "kafka", grown)
 	res.KafkaProbe = e.probe.Result(start, growEnd)
 	if err := b.waitDelivered(ctx, e, rs, int64(healthyN), 3*time.Minute); err != nil {
 		b.logf("  healthy endpoints: %v", err)

@@ -21,27 +21,41 @@ type LatencyResult struct {
 	DeliveredPerSec float64                `json:"delivered_per_s"` // 2xx in the window
 	Latency         Dist                   `json:"latency"`         // events produced in the window
 	HookrelayCores  float64                `json:"hookrelay_cores"`
+	KafkaCores      float64                `json:"kafka_cores"`
+	StackCores      float64                `json:"hookrelay_plus_kafka_cores"`
+	CPUPer1000      float64                `json:"hookrelay_cpu_s_per_1000"`
+	KafkaCPUPer1000 float64                `json:"kafka_cpu_s_per_1000"`
 	PeakRSSMiB      float64                `json:"hookrelay_peak_rss_mib"`
 	Processes       map[string]procFigures `json:"processes"`
 	KafkaProbe      ProbeResult            `json:"kafka_probe"`
 	Check           Check                  `json:"check"`
 }
 
-// runLatency is scenario 2: an open-loop load of -s2-rate events/s spread
-// over -s2-endpoints fast endpoints; the latency of each event produced in
-// the window (after -warmup) is receive time minus produce time.
-func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
+// latencyLoad is one paced run of runLatency: scenario 2 (-s2-*) or the
+// steady scenario 9 (-steady-*).
+type latencyLoad struct {
+	key, title   string
+	endpoints    int
+	rate, epRate float64
+	window       time.Duration
+}
+
+// runLatency is scenario 2 (and 9): an open-loop load of l.rate events/s
+// spread over l.endpoints fast endpoints; the latency of each event produced
+// in the window (after -warmup) is receive time minus produce time.
+func (b *bench) runLatency(ctx context.Context, l latencyLoad) (*LatencyResult, error) {
 	o := b.o
-	res := &LatencyResult{Endpoints: o.s2Endpoints, OfferedPerSec: o.s2Rate, RatePerEndpoint: o.s2EndpointRate,
-		WarmupSeconds: o.warmup.Seconds(), WindowSeconds: o.s2Duration.Seconds()}
-	b.logf("scenario 2 (latency): %g events/s over %d endpoints (rate %g/s each) for %s after %s warm-up",
-		o.s2Rate, o.s2Endpoints, o.s2EndpointRate, o.s2Duration, o.warmup)
-	e, err := b.newEnv(ctx, "s2")
+	res := &LatencyResult{Endpoints: l.endpoints, OfferedPerSec: l.rate, RatePerEndpoint: l.epRate,
+		WarmupSeconds: o.warmup.Seconds(), WindowSeconds: l.window.Seconds()}
+	b.logf("scenario %s (%s): %g events/s over %d endpoints (rate %g/s each) for %s after %s warm-up",
+		l.key, l.title, l.rate, l.endpoints, l.epRate, l.window, o.warmup)
+	e, err := b.newEnv(ctx, "s"+l.key)
 	if err != nil {
 		return nil, err
 	}
 	defer e.cleanup(ctx)
-	rs, specs, err := startFleet(o.s2Endpoints, "lat-", "bench.s2.", Behaviour{}, o.verifyEvery, o.s2EndpointRate, 16)
+	typ := "bench.s" + l.key + "."
+	rs, specs, err := startFleet(l.endpoints, "lat-", typ, Behaviour{}, o.verifyEvery, l.epRate, 16)
 	if err != nil {
 		return nil, err
 	}
@@ -53,13 +67,13 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 		return nil, err
 	}
 	defer e.Stop()
-	gen := newEventGen(b.runID+"-s2-", o.payloadBytes)
+	gen := newEventGen(b.runID+"-s"+l.key+"-", o.payloadBytes)
 	start := time.Now()
-	from, to := start.Add(o.warmup), start.Add(o.warmup+o.s2Duration)
+	from, to := start.Add(o.warmup), start.Add(o.warmup+l.window)
 	stop := make(chan struct{})
 	go func() { b.progressUntil(ctx, e, rs, to, stop); close(stop) }()
-	produced, err := b.paced(ctx, gen, e.prefix+"events", o.s2Rate, stop, func(i int) string {
-		return "bench.s2." + strconv.Itoa(i%o.s2Endpoints)
+	produced, err := b.paced(ctx, gen, e.prefix+"events", l.rate, stop, func(i int) string {
+		return typ + strconv.Itoa(i%l.endpoints)
 	})
 	if err != nil {
 		return nil, err
@@ -71,10 +85,14 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 	}
 	e.dump(rs)
 	res.Latency = summarize(rs.latencies(from, to))
-	res.DeliveredPerSec = round1(float64(countBetween(rs.completions(), from, to)) / to.Sub(from).Seconds())
+	inWin := countBetween(rs.completions(), from, to)
+	res.DeliveredPerSec = round1(float64(inWin) / to.Sub(from).Seconds())
 	res.Processes = e.cpuReport(from, to)
 	res.KafkaProbe = e.probe.Result(from, to)
 	res.HookrelayCores = res.Processes["hookrelay"].Cores
+	res.KafkaCores = res.Processes["kafka"].Cores
+	res.StackCores = round3(res.HookrelayCores + res.KafkaCores)
+	res.CPUPer1000, res.KafkaCPUPer1000 = per1000(res.Processes, "hookrelay", inWin), per1000(res.Processes, "kafka", inWin)
 	res.PeakRSSMiB = res.Processes["hookrelay"].PeakRSSMiB
 	quiesce(ctx, rs, time.Second, 30*time.Second)
 	res.Check = e.checkAttempts(ctx, rs, o.checkTimeout)
@@ -82,8 +100,9 @@ func (b *bench) runLatency(ctx context.Context) (*LatencyResult, error) {
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}
-	b.logf("  => latency p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms (%d events); %.0f delivered/s; hookrelay %.2f cores; check %s",
-		res.Latency.P50, res.Latency.P99, res.Latency.P999, res.Latency.Max, res.Latency.N, res.DeliveredPerSec, res.HookrelayCores, checkWord(res.Check))
+	b.logf("  => latency p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms, max %.1f ms (%d events); %.0f delivered/s; cores hookrelay %.2f + kafka %.2f = %.2f; CPU-s per 1000: hookrelay %.3f, kafka %.3f; check %s",
+		res.Latency.P50, res.Latency.P99, res.Latency.P999, res.Latency.Max, res.Latency.N, res.DeliveredPerSec,
+		res.HookrelayCores, res.KafkaCores, res.StackCores, res.CPUPer1000, res.KafkaCPUPer1000, checkWord(res.Check))
 	b.logf("     CPU in window (cores): %s; %s", coresLine(res.Processes), res.KafkaProbe)
 	return res, nil
 }
@@ -131,6 +150,8 @@ type IsolationRun struct {
 	HungPeakInFlight  int64                  `json:"hung_peak_in_flight"`      // concurrent requests held by the hung receiver
 	HungPeakLive      int64                  `json:"hung_peak_in_flight_live"` // the same, not counting requests older than the timeout (abandoned by the client, not yet noticed by the server)
 	HookrelayCores    float64                `json:"hookrelay_cores"`
+	CPUPer1000        float64                `json:"hookrelay_cpu_s_per_1000"`
+	KafkaCPUPer1000   float64                `json:"kafka_cpu_s_per_1000"`
 	Processes         map[string]procFigures `json:"processes"`
 	KafkaProbe        ProbeResult            `json:"kafka_probe"`
 	Check             Check                  `json:"check"`
@@ -269,8 +290,10 @@ func (b *bench) runIsolation(ctx context.Context, key string, hung, naive bool) 
 		}
 	}
 	run.FastP99Bound = percentileMs(censored, 99)
+	inWin := countBetween(all.completions(), from, to)
 	run.FastPerSec = round1(float64(countBetween(rs.completions(), from, to)) / to.Sub(from).Seconds())
 	run.Processes = e.cpuReport(from, to)
+	run.CPUPer1000, run.KafkaCPUPer1000 = per1000(run.Processes, "hookrelay", inWin), per1000(run.Processes, "kafka", inWin)
 	run.KafkaProbe = e.probe.Result(from, to)
 	run.HookrelayCores = run.Processes["hookrelay"].Cores
 

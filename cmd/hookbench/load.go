@@ -148,6 +148,11 @@ func (b *bench) preload(ctx context.Context, g *eventGen, topic string, n int, t
 // typeOf(i). It returns the instant (unix ns) each event was produced, which
 // is also the produced_ns in its payload.
 func (b *bench) paced(ctx context.Context, g *eventGen, topic string, rate float64, stop <-chan struct{}, typeOf func(int) string) ([]int64, error) {
+	return b.pacedN(ctx, g, topic, rate, 0, stop, typeOf)
+}
+
+// pacedN is paced that also stops after n events (n <= 0: no limit).
+func (b *bench) pacedN(ctx context.Context, g *eventGen, topic string, rate float64, n int, stop <-chan struct{}, typeOf func(int) string) ([]int64, error) {
 	p := &producer{cl: b.kcl}
 	start := time.Now()
 	var produced []int64
@@ -162,10 +167,16 @@ loop:
 			break loop
 		case tick := <-t.C:
 			due := int(tick.Sub(start).Seconds() * rate)
+			if n > 0 && due >= n {
+				due = n
+			}
 			for len(produced) < due {
 				now := time.Now()
 				p.produce(ctx, g.record(topic, typeOf(len(produced)), now))
 				produced = append(produced, now.UnixNano())
+			}
+			if n > 0 && len(produced) >= n {
+				break loop
 			}
 		}
 	}

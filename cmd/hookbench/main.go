@@ -32,6 +32,18 @@
 //  7. Audit sink: attempts/s the sink inserts into ClickHouse, and the time
 //     of one endpoint's last-100 query on -s7-rows rows.
 //  8. Ceiling: wrk (or a Go loop) posting 1 KiB bodies to the same receiver.
+//  9. Steady: scenario 2's load at -steady-rate events/s (default 500), the
+//     load most deployments see most of the time: cores of hookrelay plus
+//     Kafka, and p99.
+//  10. Burst: -burst-healthy endpoints at -burst-healthy-rate events/s while
+//     one more endpoint receives -burst-events events produced at
+//     -burst-rate; the healthy endpoints' latency during the burst.
+//
+// Every scenario that delivers reports hookrelay's and Kafka's CPU seconds
+// per 1,000 deliveries (Kafka's from /proc/<pid>/stat of the broker named
+// in -stack-pids). When the 1-minute load average at start is above 1.0,
+// the output and the JSON (machine.busy, warnings) say so: the figures of a
+// busy machine are not comparable with a quiet one's.
 //
 // Every scenario uses its own topic prefix ("hb<unix><scenario>.") and
 // ClickHouse database, and every run that sends webhooks checks that
@@ -60,6 +72,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -113,12 +126,22 @@ type options struct {
 	s8Connections int
 	s8Duration    time.Duration
 	wrk           string
+
+	steadyEndpoints int
+	steadyRate      float64
+	steadyDuration  time.Duration
+
+	burstHealthy, burstEvents                      int
+	burstHealthyRate, burstRate, burstEndpointRate float64
 }
+
+// allScenarios are the scenario keys, in the order they run.
+var allScenarios = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
 
 func main() {
 	var o options
 	fs := flag.CommandLine
-	fs.StringVar(&o.scenarios, "scenarios", "1,2,3,4,5,6,7,8", "scenarios to run, comma-separated (1-8)")
+	fs.StringVar(&o.scenarios, "scenarios", strings.Join(allScenarios, ","), "scenarios to run, comma-separated (1-10)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke run: every size shrunk (flags set explicitly still win); two to three minutes")
 	fs.StringVar(&o.hookrelay, "hookrelay", "bin/hookrelay", "hookrelay binary (`make build`)")
 	fs.StringVar(&o.brokers, "brokers", cmp.Or(os.Getenv("HOOKRELAY_BROKERS"), "127.0.0.1:9092"), "Kafka brokers (env HOOKRELAY_BROKERS)")
@@ -177,6 +200,16 @@ func main() {
 	fs.IntVar(&o.s8Connections, "s8-connections", 64, "scenario 8: connections")
 	fs.DurationVar(&o.s8Duration, "s8-duration", 30*time.Second, "scenario 8: duration")
 	fs.StringVar(&o.wrk, "wrk", "wrk", "scenario 8: the wrk binary (a Go loop is used when missing)")
+
+	fs.IntVar(&o.steadyEndpoints, "steady-endpoints", 10, "scenario 9: endpoints")
+	fs.Float64Var(&o.steadyRate, "steady-rate", 500, "scenario 9: offered events/s")
+	fs.DurationVar(&o.steadyDuration, "steady-duration", 60*time.Second, "scenario 9: measurement window")
+
+	fs.IntVar(&o.burstHealthy, "burst-healthy", 10, "scenario 10: healthy endpoints")
+	fs.Float64Var(&o.burstHealthyRate, "burst-healthy-rate", 200, "scenario 10: offered healthy events/s (all healthy endpoints together)")
+	fs.IntVar(&o.burstEvents, "burst-events", 1000000, "scenario 10: events of the burst, all for one endpoint")
+	fs.Float64Var(&o.burstRate, "burst-rate", 20000, "scenario 10: offered burst events/s")
+	fs.Float64Var(&o.burstEndpointRate, "burst-endpoint-rate", 1000, "scenario 10: rate limit of the burst endpoint, requests/s")
 	flag.Parse()
 	if o.quick {
 		applyQuick(&o, fs)
@@ -216,7 +249,9 @@ func applyQuick(o *options, fs *flag.FlagSet) {
 		"s5-rate": "100", "s5-duration": "4s",
 		"s6-first": "10000", "s6-pending": "100000",
 		"s7-attempts": "50000", "s7-rows": "1000000",
-		"s8-duration": "5s",
+		"s8-duration":     "5s",
+		"steady-duration": "8s",
+		"burst-events":    "100000",
 	}
 	for name, v := range quick {
 		if !set[name] {
@@ -238,6 +273,7 @@ type Report struct {
 	Options   map[string]any `json:"options"`
 	Results   map[string]any `json:"scenarios"`
 	Summary   map[string]any `json:"summary"`
+	Warnings  []string       `json:"warnings,omitempty"`
 	OK        bool           `json:"ok"`
 	Failures  []string       `json:"failures,omitempty"`
 }
@@ -251,14 +287,20 @@ type Machine struct {
 	Go         string `json:"go"`
 	ClickHouse string `json:"clickhouse"`
 	Load1      string `json:"loadavg_at_start"`
+	// Busy: the 1-minute load average at start was above busyLoad; the
+	// figures are not comparable with a quiet machine's.
+	Busy bool `json:"busy"`
 }
+
+// busyLoad is the 1-minute load average above which a run is flagged busy.
+const busyLoad = 1.0
 
 func run(ctx context.Context, o options) (*Report, error) {
 	want := map[string]bool{}
 	for _, s := range strings.Split(o.scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			if !slices.Contains([]string{"1", "2", "3", "4", "5", "6", "7", "8"}, s) {
-				return nil, fmt.Errorf("-scenarios: unknown scenario %q (want 1-8)", s)
+			if !slices.Contains(allScenarios, s) {
+				return nil, fmt.Errorf("-scenarios: unknown scenario %q (want 1-10)", s)
 			}
 			want[s] = true
 		}
@@ -291,6 +333,11 @@ func run(ctx context.Context, o options) (*Report, error) {
 	}
 	b.logf("hookbench %s run %s: scenarios %s; logs in %s; machine: %d CPUs (%s), %d MiB, load %s",
 		rep.Mode, b.runID, o.scenarios, o.runDir, rep.Machine.CPUs, rep.Machine.CPUModel, rep.Machine.MemoryMiB, rep.Machine.Load1)
+	if rep.Machine.Busy {
+		w := fmt.Sprintf("WARNING: load average at start %s (1-minute above %.1f): the machine is busy, figures are not comparable with a quiet run", rep.Machine.Load1, busyLoad)
+		rep.Warnings = append(rep.Warnings, w)
+		b.logf("%s", w)
+	}
 
 	fail := func(key string, err error) {
 		rep.OK = false
@@ -320,6 +367,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 			check("1", r.Check)
 			rep.Summary["deliveries_per_s"] = r.DeliveriesPerSec
 			rep.Summary["cpu_s_per_1000_deliveries"] = r.CPUPer1000
+			rep.Summary["kafka_cpu_s_per_1000_deliveries"] = r.KafkaCPUPer1000
 			rep.Summary["throughput_peak_rss_mib"] = r.PeakRSSMiB
 		}
 		if o.githubDeliveries > 0 && ctx.Err() == nil {
@@ -329,11 +377,14 @@ func run(ctx context.Context, o options) (*Report, error) {
 				rep.Results["1_throughput_github"] = r
 				check("1 (GitHub payloads)", r.Check)
 				rep.Summary["github_deliveries_per_s"] = r.DeliveriesPerSec
+				rep.Summary["github_cpu_s_per_1000_deliveries"] = r.CPUPer1000
+				rep.Summary["github_kafka_cpu_s_per_1000_deliveries"] = r.KafkaCPUPer1000
 			}
 		}
 	}
 	if want["2"] && ctx.Err() == nil {
-		if r, err := b.runLatency(ctx); err != nil {
+		if r, err := b.runLatency(ctx, latencyLoad{key: "2", title: "latency", endpoints: o.s2Endpoints,
+			rate: o.s2Rate, epRate: o.s2EndpointRate, window: o.s2Duration}); err != nil {
 			fail("2", err)
 		} else {
 			rep.Results["2_latency"] = r
@@ -341,6 +392,20 @@ func run(ctx context.Context, o options) (*Report, error) {
 			rep.Summary["latency_p50_ms"] = r.Latency.P50
 			rep.Summary["latency_p99_ms"] = r.Latency.P99
 			rep.Summary["latency_p999_ms"] = r.Latency.P999
+			rep.Summary["latency_kafka_cpu_s_per_1000_deliveries"] = r.KafkaCPUPer1000
+		}
+	}
+	if want["9"] && ctx.Err() == nil {
+		if r, err := b.runLatency(ctx, latencyLoad{key: "9", title: "steady", endpoints: o.steadyEndpoints,
+			rate: o.steadyRate, epRate: o.s2EndpointRate, window: o.steadyDuration}); err != nil {
+			fail("9", err)
+		} else {
+			rep.Results["9_steady"] = r
+			check("9", r.Check)
+			rep.Summary["steady_p99_ms"] = r.Latency.P99
+			rep.Summary["steady_hookrelay_plus_kafka_cores"] = r.StackCores
+			rep.Summary["steady_hookrelay_cores"] = r.HookrelayCores
+			rep.Summary["steady_kafka_cores"] = r.KafkaCores
 		}
 	}
 	if (want["3"] || want["4"]) && ctx.Err() == nil {
@@ -398,6 +463,17 @@ func run(ctx context.Context, o options) (*Report, error) {
 			rep.Summary["backlog_healthy_ratio"] = r.HealthyRatio
 		}
 	}
+	if want["10"] && ctx.Err() == nil {
+		if r, err := b.runBurst(ctx); err != nil {
+			fail("10", err)
+		} else {
+			rep.Results["10_burst"] = r
+			check("10", r.Check)
+			rep.Summary["burst_healthy_p99_ms"] = r.HealthyLatency.P99
+			rep.Summary["burst_healthy_p99_lower_bound_ms"] = r.HealthyP99Bound
+			rep.Summary["burst_healthy_delivered_fraction"] = r.HealthyFrac
+		}
+	}
 	if want["7"] && ctx.Err() == nil {
 		r, err := b.runAudit(ctx)
 		if r != nil {
@@ -436,6 +512,9 @@ func printSummary(rep *Report) {
 	for _, k := range keys {
 		fmt.Printf("  %-36s %v\n", k, rep.Summary[k])
 	}
+	for _, w := range rep.Warnings {
+		fmt.Printf("  %s\n", w)
+	}
 	for _, f := range rep.Failures {
 		fmt.Printf("  FAILURE: %s\n", f)
 	}
@@ -473,7 +552,11 @@ func machine(ctx context.Context, b *bench) Machine {
 		m.Kernel = strings.TrimSpace(string(raw))
 	}
 	if raw, err := os.ReadFile("/proc/loadavg"); err == nil {
-		m.Load1 = strings.Join(strings.Fields(string(raw))[:3], " ")
+		f := strings.Fields(string(raw))
+		m.Load1 = strings.Join(f[:3], " ")
+		if l, err := strconv.ParseFloat(f[0], 64); err == nil && l > busyLoad {
+			m.Busy = true
+		}
 	}
 	_ = b.ch.QueryRow(ctx, "SELECT version()").Scan(&m.ClickHouse)
 	return m

@@ -253,3 +253,12 @@ func parseProducedNs(body []byte) (int64, bool) {
 	}
 	return n, digits > 0
 }
+
+// per1000 is a process's CPU seconds in a window per 1,000 deliveries made
+// in it (0 when none were).
+func per1000(ps map[string]procFigures, name string, deliveries int) float64 {
+	if deliveries <= 0 {
+		return 0
+	}
+	return round3(ps[name].CPUSeconds / (float64(deliveries) / 1000))
+}

@@ -46,6 +46,7 @@ type ThroughputResult struct {
 	WindowSeconds    float64                `json:"window_s"`
 	WindowCount      int                    `json:"window_deliveries"`
 	CPUPer1000       float64                `json:"hookrelay_cpu_s_per_1000"`
+	KafkaCPUPer1000  float64                `json:"kafka_cpu_s_per_1000"`
 	HookrelayCores   float64                `json:"hookrelay_cores"`
 	PeakRSSMiB       float64                `json:"hookrelay_peak_rss_mib"`
 	SinkRowsPerSec   float64                `json:"sink_rows_per_s"`
@@ -155,9 +156,8 @@ func (b *bench) runThroughput(ctx context.Context, github bool) (*ThroughputResu
 	res.KafkaProbe = e.probe.Result(w.Start, w.End)
 	hr := res.Processes["hookrelay"]
 	res.HookrelayCores = hr.Cores
-	if w.Count > 0 {
-		res.CPUPer1000 = round3(hr.CPUSeconds / (float64(w.Count) / 1000))
-	}
+	res.CPUPer1000 = per1000(res.Processes, "hookrelay", w.Count)
+	res.KafkaCPUPer1000 = per1000(res.Processes, "kafka", w.Count)
 	res.PeakRSSMiB = round1(float64(peakRSS(e.smp.Series("hookrelay"), time.Time{}, time.Time{})) / 1024)
 	sinkRows := e.metricAt("hookrelay_audit_sink_records_total", w.End) - e.metricAt("hookrelay_audit_sink_records_total", w.Start)
 	res.SinkRowsPerSec = round1(sinkRows / w.Seconds())
@@ -173,8 +173,8 @@ func (b *bench) runThroughput(ctx context.Context, github bool) (*ThroughputResu
 		res.Check.OK = false
 		res.Check.Mismatches = append(res.Check.Mismatches, err.Error())
 	}
-	b.logf("  => %.0f deliveries/s sustained (%d in %.1fs window); hookrelay %.2f CPU-s per 1000, %.2f cores, peak RSS %.0f MiB; sink %.0f rows/s; %d connections opened; check %s",
-		res.DeliveriesPerSec, res.WindowCount, res.WindowSeconds, res.CPUPer1000, res.HookrelayCores, res.PeakRSSMiB, res.SinkRowsPerSec, res.Connections, checkWord(res.Check))
+	b.logf("  => %.0f deliveries/s sustained (%d in %.1fs window); CPU-s per 1000: hookrelay %.3f, kafka %.3f; hookrelay %.2f cores, peak RSS %.0f MiB; sink %.0f rows/s; %d connections opened; check %s",
+		res.DeliveriesPerSec, res.WindowCount, res.WindowSeconds, res.CPUPer1000, res.KafkaCPUPer1000, res.HookrelayCores, res.PeakRSSMiB, res.SinkRowsPerSec, res.Connections, checkWord(res.Check))
 	b.logf("     CPU in window (cores): %s; %s", coresLine(res.Processes), res.KafkaProbe)
 	return res, nil
 }

@@ -48,6 +48,7 @@ type config struct {
 	MaxEventBytes  int
 	EndpointBuffer int
 	InterruptGrace time.Duration
+	FanoutLinger   time.Duration // 0: none
 	DisableAfter   time.Duration
 	FailingNotify  []float64
 }
@@ -86,6 +87,7 @@ var settings = []setting{
 	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit,api", "stages this process runs, comma-separated: fanout, dispatch, retry, audit, api"},
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
+	{"fanout-linger", "HOOKRELAY_FANOUT_LINGER", pipeline.DefaultFanoutLinger.String(), "how long fan-out keeps polling after events arrived, so one transaction carries them all (fewer, larger transactions; at most this much extra latency); 0: one transaction per poll"},
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
 }
 
@@ -252,6 +254,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	}
 	if c.EndpointBuffer, err = strconv.Atoi(get("endpoint-backlog")); err != nil || c.EndpointBuffer < 1 {
 		return nil, bad("endpoint-backlog", fmt.Errorf("must be a positive integer, got %q", get("endpoint-backlog")))
+	}
+	if c.FanoutLinger, err = time.ParseDuration(get("fanout-linger")); err != nil || c.FanoutLinger < 0 || c.FanoutLinger > time.Second {
+		return nil, bad("fanout-linger", fmt.Errorf("must be a duration from 0 to 1s, got %q", get("fanout-linger")))
 	}
 	if c.InterruptGrace, err = time.ParseDuration(get("audit-interrupt-grace")); err != nil || c.InterruptGrace <= 0 {
 		return nil, bad("audit-interrupt-grace", fmt.Errorf("must be a positive duration, got %q", get("audit-interrupt-grace")))

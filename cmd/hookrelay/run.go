@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -201,6 +202,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
 			Endpoints:       view,
 			MaxEventBytes:   cfg.MaxEventBytes,
+			Linger:          cmp.Or(cfg.FanoutLinger, -1), // 0 (none) is negative for the option
 			Meter:           meter,
 			Logger:          log,
 		})

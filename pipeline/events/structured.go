@@ -102,8 +102,10 @@ func checkStructuredJSON(value []byte, contentType string) *InvalidError {
 	if !utf8.Valid(value) {
 		return invalid(ReasonInvalidUTF8, "structured event is not valid UTF-8 at byte %d (RFC 8259 §8.1)", firstInvalidUTF8(value))
 	}
-	var probe json.RawMessage
-	if err := json.Unmarshal(value, &probe); err != nil {
+	if !json.Valid(value) {
+		// Valid scans once and copies nothing; Unmarshal runs only for the
+		// error of an invalid value (its offset and cause).
+		err := json.Unmarshal(value, new(json.RawMessage))
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
 			return invalid(ReasonBadJSON, "offset %d: %v", syn.Offset, syn)
