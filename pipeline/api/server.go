@@ -102,7 +102,8 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the API's handler (every path under /v1).
+// Handler returns the API's handler (every path under /v1, and the
+// console under /console/).
 func (s *Server) Handler() http.Handler { return s.mux }
 
 type handler func(w http.ResponseWriter, r *http.Request, p Principal)
@@ -128,6 +129,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/recoveries/{id}", s.getRecovery)
 	s.handle("GET /v1/dlq", s.listDLQ)
 	s.handle("POST /v1/dlq/replay", s.idempotent(s.replayDLQ))
+	s.mux.Handle("GET /console/", consoleHandler()) // the web console (console.go)
+	s.mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, probNotFound, "no such resource; see /v1/openapi.json")
 	})
