@@ -83,7 +83,6 @@ func logQuery(e *endpoints.Endpoint) audit.Query {
 	return audit.Query{EndpointID: e.ID, Tenant: &tenant}
 }
 
-
 func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p Principal) {
 	e, ok := s.lookup(w, r, p)
 	if !ok {
