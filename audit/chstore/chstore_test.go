@@ -299,3 +299,7 @@ func ids(as []audit.Attempt) []string {
 	}
 	return out
 }
+
+func TestClickHouseStats(t *testing.T) {
+	audittest.RunStats(t, func(t *testing.T) audittest.StatsStore { return newClickHouse(t) })
+}

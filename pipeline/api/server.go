@@ -45,6 +45,7 @@ type Authenticator interface {
 type AttemptLog interface {
 	Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	Summary(ctx context.Context, f audit.Filter) ([]audit.EndpointSummary, error)
+	audit.Stats
 }
 
 // Options configure a [Server].
@@ -122,6 +123,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/endpoints/{id}/disable", s.idempotent(s.disableEndpoint))
 	s.handle("POST /v1/endpoints/{id}/secret/rotate", s.idempotent(s.rotateSecret))
 	s.handle("GET /v1/endpoints/{id}/health", s.health)
+	s.handle("GET /v1/endpoints/{id}/stats", s.endpointStats)
 	s.handle("GET /v1/endpoints/{id}/attempts", s.listAttempts)
 	s.handle("GET /v1/endpoints/{id}/messages/{msg_id}", s.getMessage)
 	s.handle("POST /v1/endpoints/{id}/messages/{msg_id}/resend", s.idempotent(s.resendMessage))
