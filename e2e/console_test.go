@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,9 @@ import (
 
 // consoleShots is where TestConsole saves its screenshots.
 const consoleShots = "testdata/out/console"
+
+// consoleZone is the browser's time zone in TestConsole.
+const consoleZone = "Europe/Berlin"
 
 // browser starts a headless chromium for the test and returns its context.
 // A machine without chromium fails the test (never skips it): `make deps`
@@ -41,6 +45,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.NoSandbox, // the suite runs as root in CI, where chromium's sandbox refuses to start
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1366, 900),
+		// A zone away from UTC, so the page shows local times and the UTC
+		// value on hover differs.
+		chromedp.Env("TZ="+consoleZone),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
@@ -202,14 +209,30 @@ func TestConsole(t *testing.T) {
 	if !strings.Contains(list, okID) || !strings.Contains(list, flakyID) || strings.Contains(list, globexID) {
 		t.Fatalf("acme's endpoints page: want %s and %s, not globex's %s:\n%s", okID, flakyID, globexID, list)
 	}
+	// The 24 h figures (GET /v1/endpoints?include=stats): 5 attempts each,
+	// all delivered to /ok, none to /flaky.
+	for id, rate := range map[string]string{okID: "100%", flakyID: "0%"} {
+		row := p.text(fmt.Sprintf(`#endpoints tr[data-endpoint=%q]`, id))
+		if f := strings.Fields(row); !strings.Contains(row, rate) || !slices.Contains(f, "5") {
+			t.Errorf("endpoints page, row of %s: want 5 attempts and success rate %s: %q", id, rate, row)
+		}
+	}
+
+	// Times are the viewer's (the browser's zone), the UTC value on hover.
+	if zone := p.text(".top"); !strings.Contains(zone, consoleZone) {
+		t.Errorf("header does not name the viewer's zone %s: %q", consoleZone, zone)
+	}
 
 	// 2. Open the failing endpoint.
 	p.run("open the failing endpoint",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#endpoints a[href="#/endpoints/%s"]`, flakyID))),
 		chromedp.WaitVisible(chromedp.CSS("#health")),
-		waitJS(`!!document.querySelector('#chart-success canvas, #stats-nodata')`),
+		waitJS(`!!document.querySelector('#chart-latency canvas, #stats-nodata')`),
 	)
 	p.shot("2-endpoint")
+	if nodata, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('#stats-nodata')`)); nodata {
+		t.Errorf("endpoint page: no charts: %s", p.text("#stats-nodata"))
+	}
 	if cfg := p.text("#config"); !strings.Contains(cfg, recv.URL+"/flaky") || strings.Contains(cfg, secrets[flakyID]) || !strings.Contains(cfg, "…") {
 		t.Errorf("endpoint config: want its URL and its secret masked, never whole:\n%s", cfg)
 	}
@@ -227,6 +250,19 @@ func TestConsole(t *testing.T) {
 		waitJS(`location.hash.includes('event_type=customer.created') && document.querySelectorAll('#log tbody tr').length === 2`),
 	)
 	p.shot("4-log-filtered")
+	title, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const e = document.querySelector('#log tbody time');
+		return e.title + ' | ' + e.textContent + ' | ' + e.dateTime; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts := strings.Split(title, " | "); len(parts) != 3 || parts[0] != "UTC "+parts[2] || !strings.HasSuffix(parts[2], "Z") {
+		t.Errorf("a log time: title | text | datetime = %q, want the UTC value in the title", title)
+	} else if utc, err := time.Parse(time.RFC3339Nano, parts[2]); err == nil {
+		loc, _ := time.LoadLocation(consoleZone)
+		if want := utc.In(loc).Format("15:04:05"); !strings.Contains(parts[1], want) {
+			t.Errorf("a log time shows %q, want the %s wall time %s", parts[1], consoleZone, want)
+		}
+	}
 	if log := p.text("#log tbody"); strings.Contains(log, "invoice.paid") || strings.Count(log, "failed") != 2 {
 		t.Fatalf("filtered log: want 2 failed customer.created attempts:\n%s", log)
 	}

@@ -233,16 +233,16 @@ function EndpointsPage() {
 
 const RANGES = { '1h': 3600e3, '6h': 6 * 3600e3, '24h': 24 * 3600e3, '7d': 7 * 24 * 3600e3 };
 
-function Chart({ id, title, series, data, yLabel }) {
+function Chart({ id, title, series, data, range, yLabel, yMax }) {
   const ref = useRef(null);
   useEffect(() => {
     if (!ref.current || !data) return undefined;
     const width = Math.max(320, ref.current.clientWidth || 600);
     const plot = new uPlot({
-      width, height: 220, title: undefined,
-      scales: { x: { time: true } },
+      width, height: 220,
+      scales: { x: { time: true, range: () => range }, y: { range: (u, min, max) => [0, yMax || Math.max(1, max || 0) * 1.1] } },
       axes: [{}, { label: yLabel, size: 60 }],
-      series: [{ label: 'time' }, ...series],
+      series: [{ label: 'time' }, ...series.map((x) => ({ points: { show: true, size: 5 }, ...x }))],
     }, data, ref.current);
     return () => plot.destroy();
   }, [data]);
@@ -252,18 +252,34 @@ function Chart({ id, title, series, data, yLabel }) {
   </figure>`;
 }
 
+// dense returns one bucket per step of [from, to): the API leaves out the
+// buckets without attempts; their counts are 0 and their rates unknown.
+function dense(buckets, from, to, stepMs) {
+  const byStart = new Map(buckets.map((b) => [Math.floor(Date.parse(b.start) / stepMs), b]));
+  const out = [];
+  for (let i = Math.floor(from / stepMs); i * stepMs < to; i++) {
+    out.push(byStart.get(i) || { start: new Date(i * stepMs).toISOString(), attempts: 0, delivered: 0, failed: 0, throttled: 0,
+      success_rate: null, latency_p50_ms: null, latency_p99_ms: null });
+  }
+  return out;
+}
+
 function StatsCharts({ id }) {
   const [gran, setGran] = useState('minute');
   const [range, setRange] = useState('1h');
+  const g = range === '7d' ? 'hour' : gran; // the API serves at most 24 h per minute
   const [{ loading, data, err }] = useLoad(async () => {
     const to = new Date();
     const from = new Date(to - RANGES[range]);
-    return api('GET', `/v1/endpoints/${enc(id)}/stats?from=${enc(from.toISOString())}&to=${enc(to.toISOString())}&granularity=${gran}`);
-  }, [id, gran, range]);
-  const b = (data && data.buckets) || [];
+    return api('GET', `/v1/endpoints/${enc(id)}/stats?from=${enc(from.toISOString())}&to=${enc(to.toISOString())}&granularity=${g}`);
+  }, [id, g, range]);
+  const from = data ? Date.parse(data.from) : 0;
+  const to = data ? Date.parse(data.to) : 0;
+  const b = data ? dense(data.buckets || [], from, to, g === 'hour' ? 3600e3 : 60e3) : [];
   const xs = b.map((x) => Date.parse(x.start) / 1000);
   const col = (f) => b.map((x) => (x[f] === null || x[f] === undefined ? null : f === 'success_rate' ? x[f] * 100 : x[f]));
   const total = b.reduce((n, x) => n + (x.attempts || 0), 0);
+  const xr = [from / 1000, to / 1000];
   return html`<section aria-labelledby="h-charts">
     <h2 id="h-charts">Success rate and latency</h2>
     <div class="toolbar">
@@ -272,20 +288,21 @@ function StatsCharts({ id }) {
         ${Object.keys(RANGES).map((r) => html`<option value=${r}>last ${r}</option>`)}
       </select>
       <label for="stats-gran">Per</label>
-      <select id="stats-gran" value=${gran} onChange=${(e) => setGran(e.target.value)}>
-        <option value="minute">minute</option><option value="hour">hour</option>
+      <select id="stats-gran" value=${g} onChange=${(e) => setGran(e.target.value)}>
+        <option value="minute" disabled=${range === '7d'}>minute</option><option value="hour">hour</option>
       </select>
     </div>
     ${err ? html`<p class="notice" id="stats-nodata" role="status">No data: the figures could not be read (${err.message}).</p>`
       : loading && !data ? html`<p class="muted">Loading…</p>`
       : total === 0 ? html`<p class="notice" id="stats-nodata" role="status">No data: no attempts in this range.</p>`
-      : html`<p class="muted">${total} attempts in ${b.length} ${gran} buckets; times in ${ZONE}.</p>
+      : html`<p class="muted">${total} attempts in the last ${range}, per ${g}; times in ${ZONE}.</p>
         <div class="charts">
-          <${Chart} id="chart-success" title="Success rate (%)" yLabel="%" data=${[xs, col('success_rate')]}
-            series=${[{ label: 'success rate %', stroke: '#1a7f37', width: 2, spanGaps: false }]} />
-          <${Chart} id="chart-latency" title="Latency (ms)" yLabel="ms" data=${[xs, col('latency_p50_ms'), col('latency_p99_ms')]}
+          <${Chart} id="chart-success" title="Success rate (%)" yLabel="%" yMax=${100} data=${[xs, col('success_rate')]} range=${xr}
+            series=${[{ label: 'success rate %', stroke: '#1a7f37', width: 2 }]} />
+          <${Chart} id="chart-latency" title="Latency (ms)" yLabel="ms" data=${[xs, col('latency_p50_ms'), col('latency_p99_ms')]} range=${xr}
             series=${[{ label: 'p50 ms', stroke: '#0969da', width: 2 }, { label: 'p99 ms', stroke: '#bc4c00', width: 2 }]} />
-          <${Chart} id="chart-attempts" title="Attempts" yLabel="attempts" data=${[xs, col('delivered'), col('failed'), col('throttled')]}
+          <${Chart} id="chart-attempts" title="Attempts" yLabel="attempts" range=${xr}
+            data=${[xs, col('delivered'), col('failed'), col('throttled')]}
             series=${[{ label: 'delivered', stroke: '#1a7f37' }, { label: 'failed', stroke: '#cf222e' }, { label: 'throttled', stroke: '#9a6700' }]} />
         </div>`}
   </section>`;
@@ -575,4 +592,6 @@ function App() {
     <main id="main" tabindex="-1">${page}</main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+const root = document.getElementById('app');
+root.textContent = ''; // the "Loading" line of index.html
+render(html`<${App} />`, root);
