@@ -303,6 +303,43 @@ func TestConsole(t *testing.T) {
 	p.run("the resend's attempt shown", waitJS(`[...document.querySelectorAll('#attempts li')].some(li => li.dataset.outcome === 'delivered' && li.dataset.delivery.startsWith('rs_'))`))
 	p.shot("6-message-resent")
 
+	// A webhook-id in the log's search field opens its message.
+	p.run("search a webhook-id",
+		chromedp.Navigate(base+"/console/#/endpoints/"+flakyID+"/log"),
+		chromedp.WaitVisible(chromedp.CSS("#f-id")),
+		chromedp.SendKeys(chromedp.CSS("#f-id"), msg+kb.Enter),
+		waitJS(`location.hash.endsWith('/messages/`+msg+`') && document.querySelectorAll('#attempts li').length === 2`),
+	)
+
+	// Cursor paging: 5 attempts of /ok, 2 a page, newest first, each once.
+	p.run("first page of 2", chromedp.Navigate(base+"/console/#/endpoints/"+okID+"/log?limit=2"),
+		waitJS(`document.querySelectorAll('#log tbody tr').length === 2`))
+	var paged []string
+	for pg := 1; ; pg++ {
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#log tbody tr')].map(r => r.dataset.attempt + ' ' + r.querySelector('time').dateTime)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, ids...)
+		more, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('#btn-older')`))
+		if !more || pg > 5 {
+			break
+		}
+		p.run(fmt.Sprintf("page %d", pg+1), chromedp.Click(chromedp.CSS("#btn-older")),
+			waitJS(fmt.Sprintf(`document.querySelector('#log caption').textContent.startsWith('Page %d:') && !document.querySelector('#log caption').textContent.includes('loading')`, pg+1)))
+	}
+	p.shot("9-log-paged")
+	distinct := map[string]bool{}
+	for i, id := range paged {
+		distinct[strings.Fields(id)[0]] = true
+		if i > 0 && strings.Fields(paged[i-1])[1] < strings.Fields(id)[1] {
+			t.Errorf("paged log not newest first: %s before %s", paged[i-1], id)
+		}
+	}
+	if len(paged) != 5 || len(distinct) != 5 {
+		t.Errorf("paging 2 a page showed %d rows, %d distinct, want 5 and 5: %v", len(paged), len(distinct), paged)
+	}
+
 	// 5. globex sees only its endpoint, and acme's is not found for it.
 	p.run("sign out", chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#apikey")))
 	p.signIn(base, globex)

@@ -480,7 +480,7 @@ function LogPage({ id, query }) {
       <div><label for="f-type">Event type</label><input id="f-type" value=${form.event_type} onInput=${set('event_type')} placeholder="invoice.paid" /></div>
       <div><label for="f-id">Event ID or webhook-id</label><input id="f-id" value=${form.event_id} onInput=${set('event_id')} placeholder="evt-1 or msg_…" /></div>
       <div><label for="f-limit">Rows per page</label>
-        <select id="f-limit" value=${form.limit} onChange=${set('limit')}>${['20', '50', '100', '500'].map((n) => html`<option value=${n}>${n}</option>`)}</select></div>
+        <select id="f-limit" value=${form.limit} onChange=${set('limit')}>${[...new Set(['10', '20', '50', '100', '500', form.limit])].sort((a, b) => a - b).map((n) => html`<option value=${n}>${n}</option>`)}</select></div>
       <div class="buttons"><button id="f-apply" type="submit">Apply filters</button>
         <a class="button" href=${hrefLog(id)}>Clear</a></div>
     </form>
@@ -491,7 +491,7 @@ function LogPage({ id, query }) {
       <thead><tr><th scope="col">Time</th><th scope="col">Event</th><th scope="col">Type</th><th scope="col" class="num">Attempt</th>
         <th scope="col" class="num">Status</th><th scope="col">Outcome</th><th scope="col" class="num">Latency</th><th scope="col">Error</th>
         <th scope="col">Next attempt</th><th scope="col">Message</th></tr></thead>
-      <tbody>${rows.map((a) => html`<tr key=${a.attempt_id} data-outcome=${a.outcome}>
+      <tbody>${rows.map((a) => html`<tr key=${a.attempt_id} data-attempt=${a.attempt_id} data-outcome=${a.outcome}>
         <td><${Time} t=${a.attempted_at} /></td><td><code>${a.event_id}</code></td><td>${a.event_type}</td>
         <td class="num">${a.attempt_number}</td><td class="num">${a.http_status || '—'}</td><td><${Outcome} o=${a.outcome} /></td>
         <td class="num">${a.latency_ms} ms</td><td class="err">${[a.error_class, a.error_message].filter(Boolean).join(': ')}</td>
