@@ -326,7 +326,7 @@ func TestConsole(t *testing.T) {
 			break
 		}
 		p.run(fmt.Sprintf("page %d", pg+1), chromedp.Click(chromedp.CSS("#btn-older")),
-			waitJS(fmt.Sprintf(`document.querySelector('#log caption').textContent.startsWith('Page %d:') && !document.querySelector('#log caption').textContent.includes('loading')`, pg+1)))
+			waitJS(fmt.Sprintf(`((c) => c && c.textContent.startsWith('Page %d:') && !c.textContent.includes('loading'))(document.querySelector('#log caption'))`, pg+1)))
 	}
 	p.shot("9-log-paged")
 	distinct := map[string]bool{}
@@ -338,6 +338,42 @@ func TestConsole(t *testing.T) {
 	}
 	if len(paged) != 5 || len(distinct) != 5 {
 		t.Errorf("paging 2 a page showed %d rows, %d distinct, want 5 and 5: %v", len(paged), len(distinct), paged)
+	}
+
+	// The endpoint's actions: disable, enable, rotate the secret (shown
+	// once), recover since an hour ago.
+	status := func() string {
+		return c.want(c.as(acme).call("GET", "/v1/endpoints/"+okID, ""), http.StatusOK)["status"].(string)
+	}
+	p.run("disable", chromedp.Navigate(base+"/console/#/endpoints/"+okID), chromedp.WaitVisible(chromedp.CSS("#btn-disable")),
+		chromedp.SendKeys(chromedp.CSS("#disable-reason"), "maintenance"+kb.Enter),
+		waitJS(`document.querySelector('#h-endpoint .badge').textContent.startsWith('disabled')`))
+	if st := status(); st != "disabled" {
+		t.Errorf("after Disable the endpoint is %s", st)
+	}
+	p.run("enable", chromedp.Click(chromedp.CSS("#btn-enable")),
+		waitJS(`document.querySelector('#h-endpoint .badge').textContent === 'active'`))
+	if st := status(); st != "active" {
+		t.Errorf("after Enable the endpoint is %s", st)
+	}
+	p.run("rotate", chromedp.Click(chromedp.CSS("#btn-rotate")), chromedp.Click(chromedp.CSS("#btn-rotate-confirm")),
+		chromedp.WaitVisible(chromedp.CSS("#new-secret")))
+	p.shot("10-endpoint-rotated")
+	secret, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#new-secret').value`))
+	if err != nil || !strings.HasPrefix(secret, "whsec_") || secret == secrets[okID] {
+		t.Errorf("rotate showed %q (%v), want a new whsec_ secret", secret, err)
+	}
+	if ss := c.want(c.as(acme).call("GET", "/v1/endpoints/"+okID, ""), http.StatusOK)["secrets"].([]any); len(ss) != 2 {
+		t.Errorf("after rotate the endpoint has %d secrets, want 2 (old for 24 h, new)", len(ss))
+	}
+	p.run("recover", chromedp.Click(chromedp.CSS("#btn-recover")), waitJS(`document.querySelector('#action-result').textContent.includes('Recovery rc_')`))
+	if r := p.text("#action-result"); !strings.Contains(r, "0 messages found") {
+		t.Errorf("recover of an endpoint with nothing in the DLQ: %q", r)
+	}
+	p.run("reload the endpoint", chromedp.Navigate(base+"/console/#/"), chromedp.WaitVisible(chromedp.CSS("#endpoints tbody")),
+		chromedp.Navigate(base+"/console/#/endpoints/"+okID), chromedp.WaitVisible(chromedp.CSS("#config")))
+	if page, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main"))); strings.Contains(page, secret) {
+		t.Error("the rotated secret shows again after leaving the page")
 	}
 
 	// 5. globex sees only its endpoint, and acme's is not found for it.

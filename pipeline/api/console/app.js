@@ -130,17 +130,22 @@ function ErrorBox({ err }) {
 }
 
 // useLoad runs load() on every change of deps; reload() runs it again.
+// loading is true from the render where deps change until the answer for
+// them arrives (data is then still the previous answer).
 function useLoad(load, deps) {
-  const [state, setState] = useState({ loading: true, data: null, err: null });
+  const key = JSON.stringify(deps);
+  const [state, setState] = useState({ key: null, data: null, err: null });
   const [n, setN] = useState(0);
+  const current = useRef(key);
+  current.current = key;
   useEffect(() => {
-    let live = true;
-    setState((s) => ({ ...s, loading: true }));
-    load().then((data) => live && setState({ loading: false, data, err: null }),
-      (err) => live && setState({ loading: false, data: null, err }));
-    return () => { live = false; };
-  }, [...deps, n]);
-  return [state, useCallback(() => setN((x) => x + 1), [])];
+    // An answer for other deps is dropped; a reload's answers all land
+    // (the newest last), so quick reloads never leave the page loading.
+    setState((s) => ({ ...s, key: null }));
+    load().then((data) => current.current === key && setState({ key, data, err: null }),
+      (err) => current.current === key && setState({ key, data: null, err }));
+  }, [key, n]);
+  return [{ loading: state.key !== key, data: state.data, err: state.err }, useCallback(() => setN((x) => x + 1), [])];
 }
 
 // ---- sign-in ---------------------------------------------------------------
@@ -321,10 +326,10 @@ function Actions({ ep, onChange }) {
   const [reason, setReason] = useState('');
   const [since, setSince] = useState(toLocalInput(new Date(Date.now() - 3600e3).toISOString()));
   const [includeFailed, setIncludeFailed] = useState(false);
+  const [confirmRotate, setConfirmRotate] = useState(false);
   async function run(what, fn) {
     setBusy(true); setErr(null); setMsg(null);
-    try { setMsg(await fn()); onChange(); } catch (e) { setErr(e); } finally { setBusy(false); }
-    void what;
+    try { setMsg(await fn()); onChange(); } catch (e) { setErr(new Error(what + ': ' + e.message)); } finally { setBusy(false); }
   }
   const base = `/v1/endpoints/${enc(ep.id)}`;
   return html`<section aria-labelledby="h-actions">
@@ -340,14 +345,16 @@ function Actions({ ep, onChange }) {
         <button id="btn-disable" type="submit" disabled=${busy || ep.status === 'disabled'}>Disable</button>
       </form>
       <div class="action">
-        <button id="btn-rotate" type="button" disabled=${busy} onClick=${() => {
-          if (!confirm('Rotate the signing secret? The current secrets keep signing for 24 h.')) return;
-          run('rotate', async () => {
-            const r = await api('POST', base + '/secret/rotate');
-            setSecret(r.secret);
-            return html`Secret rotated; the previous secrets expire at <${Time} t=${r.previous_expire_at} />.`;
-          });
-        }}>Rotate secret</button>
+        ${confirmRotate ? html`<span>The current secrets keep signing for 24 h.</span>
+          <span><button id="btn-rotate-confirm" type="button" disabled=${busy} onClick=${() => {
+            setConfirmRotate(false);
+            run('rotate', async () => {
+              const r = await api('POST', base + '/secret/rotate');
+              setSecret(r.secret);
+              return html`Secret rotated; the previous secrets expire at <${Time} t=${r.previous_expire_at} />.`;
+            });
+          }}>Rotate now</button> <button type="button" onClick=${() => setConfirmRotate(false)}>Cancel</button></span>`
+          : html`<button id="btn-rotate" type="button" disabled=${busy} onClick=${() => setConfirmRotate(true)}>Rotate secret…</button>`}
       </div>
       <form class="action" onSubmit=${(e) => {
         e.preventDefault();
@@ -422,6 +429,8 @@ function EndpointPage({ id }) {
 
 const FILTERS = ['since', 'until', 'outcome', 'event_type', 'event_id'];
 
+// LogPage is remounted for each query (App keys it), so the form starts
+// from the URL's filters and never overwrites what is being typed.
 function LogPage({ id, query }) {
   const qkey = query.toString();
   const [form, setForm] = useState(() => ({
@@ -429,11 +438,6 @@ function LogPage({ id, query }) {
     outcome: query.get('outcome') || '', event_type: query.get('event_type') || '', event_id: query.get('event_id') || '',
     limit: query.get('limit') || '50',
   }));
-  useEffect(() => setForm({
-    since: toLocalInput(query.get('since')), until: toLocalInput(query.get('until')),
-    outcome: query.get('outcome') || '', event_type: query.get('event_type') || '', event_id: query.get('event_id') || '',
-    limit: query.get('limit') || '50',
-  }), [qkey]);
   const [{ loading, data, err }] = useLoad(() => {
     const q = new URLSearchParams();
     for (const f of FILTERS) if (query.get(f)) q.set(f, query.get(f));
@@ -576,7 +580,7 @@ function App() {
   let page;
   switch (route.page) {
     case 'endpoint': page = html`<${EndpointPage} id=${route.id} />`; break;
-    case 'log': page = html`<${LogPage} id=${route.id} query=${route.query} />`; break;
+    case 'log': page = html`<${LogPage} key=${route.id + '?' + route.query} id=${route.id} query=${route.query} />`; break;
     case 'message': page = html`<${MessagePage} id=${route.id} msg=${route.msg} />`; break;
     default: page = html`<${EndpointsPage} />`;
   }
