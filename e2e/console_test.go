@@ -397,4 +397,26 @@ func TestConsole(t *testing.T) {
 	p.signIn(base, admin)
 	p.run("every endpoint", waitJS(`document.querySelectorAll('#endpoints tbody tr').length === 3`))
 	p.shot("8-endpoints-admin")
+
+	// 7. The figures' calls fail (503, as when ClickHouse is down): the
+	// pages still work and say "no data". fetch is replaced in the page,
+	// which hash navigation keeps.
+	p.run("stats down", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](`(() => { const real = window.fetch;
+			window.fetch = (u, o) => /\/stats|include=stats/.test(String(u))
+				? Promise.resolve(new Response('{"title":"Service Unavailable","status":503,"detail":"try again later"}',
+					{status: 503, headers: {'Content-Type': 'application/problem+json'}}))
+				: real(u, o);
+			return true; })()`)(ctx, t)
+		return err
+	}),
+		chromedp.Navigate(base+"/console/#/endpoints/"+flakyID),
+		chromedp.WaitVisible(chromedp.CSS("#stats-nodata")),
+		chromedp.Navigate(base+"/console/#/"),
+		waitJS(`document.querySelectorAll('#endpoints tbody tr').length === 3 && document.body.textContent.includes('Figures of the last 24 h are unavailable')`),
+	)
+	p.shot("11-endpoints-stats-down")
+	if row := p.text(fmt.Sprintf(`#endpoints tr[data-endpoint=%q]`, okID)); !strings.Contains(row, "no data") || !strings.Contains(row, "active") {
+		t.Errorf("endpoints page with the stats down: row %q, want its status and \"no data\"", row)
+	}
 }
