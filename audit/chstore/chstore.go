@@ -153,10 +153,10 @@ func (c *Store) Close() error { return c.conn.Close() }
 // The attempts table's columns, in insert and select order.
 const columns = "attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, " +
 	"attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, " +
-	"response_body, next_attempt_at, next_attempt_ms"
+	"response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms"
 
 // selectColumns is columns with the DateTimes read as unix seconds.
-var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at),", "next_attempt_at,", "toUInt32(next_attempt_at),").Replace(columns)
+var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at),", "next_attempt_at,", "toUInt32(next_attempt_at),", "first_attempt_at,", "toUInt32(first_attempt_at),").Replace(columns)
 
 // Insert implements [Store.Insert] with one batch INSERT (explicit column
 // list, column-wise). Batches of thousands of rows are the efficient size;
@@ -174,8 +174,8 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	attemptID, deliveryID, eventID, webhookID := strs(), strs(), strs(), strs()
 	eventType, tenant, endpointID, urlHost := strs(), strs(), strs(), strs()
 	outcome, errorClass, errorMessage, responseBody := strs(), strs(), strs(), strs()
-	attemptNumber, attemptedMs, httpStatus, nextMs := u16s(), u16s(), u16s(), u16s()
-	attemptedAt, nextAt := make([]int64, n), make([]int64, n) // unix seconds (DateTime)
+	attemptNumber, attemptedMs, httpStatus, nextMs, firstMs := u16s(), u16s(), u16s(), u16s(), u16s()
+	attemptedAt, nextAt, firstAt := make([]int64, n), make([]int64, n), make([]int64, n) // unix seconds (DateTime)
 	latency := make([]uint32, n)
 	for i := range attempts {
 		a := audit.Normalize(attempts[i])
@@ -187,6 +187,9 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 		if !a.NextAttemptAt.IsZero() {
 			nextAt[i], nextMs[i] = splitMs(a.NextAttemptAt)
 		}
+		if !a.FirstAttemptAt.IsZero() {
+			firstAt[i], firstMs[i] = splitMs(a.FirstAttemptAt)
+		}
 	}
 	batch, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.attempts (%s)", c.db, columns))
 	if err != nil {
@@ -194,7 +197,7 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	}
 	for i, col := range []any{attemptID, deliveryID, eventID, webhookID, eventType, tenant, endpointID, urlHost,
 		attemptNumber, attemptedAt, attemptedMs, latency, httpStatus, outcome, errorClass, errorMessage,
-		responseBody, nextAt, nextMs} {
+		responseBody, nextAt, nextMs, firstAt, firstMs} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
 			return fmt.Errorf("audit: insert %d attempts: column %d: %w", n, i, err)
@@ -269,14 +272,14 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 	out := make([]audit.Attempt, 0, min(q.Limit, 128))
 	for rows.Next() {
 		var (
-			a                                    audit.Attempt
-			outcome                              string
-			attemptNumber, attMs, status, nextMs uint16
-			attAt, nextAt, latency               uint32
+			a                                             audit.Attempt
+			outcome                                       string
+			attemptNumber, attMs, status, nextMs, firstMs uint16
+			attAt, nextAt, latency, firstAt               uint32
 		)
 		if err := rows.Scan(&a.AttemptID, &a.DeliveryID, &a.EventID, &a.WebhookID, &a.EventType, &a.Tenant,
 			&a.EndpointID, &a.URLHost, &attemptNumber, &attAt, &attMs, &latency, &status, &outcome,
-			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs); err != nil {
+			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs, &firstAt, &firstMs); err != nil {
 			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 		}
 		a.Outcome = audit.Outcome(outcome)
@@ -284,6 +287,9 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 		a.AttemptedAt = joinMs(attAt, attMs)
 		if nextAt != 0 || nextMs != 0 {
 			a.NextAttemptAt = joinMs(nextAt, nextMs)
+		}
+		if firstAt != 0 || firstMs != 0 {
+			a.FirstAttemptAt = joinMs(firstAt, firstMs)
 		}
 		out = append(out, a)
 	}

@@ -130,7 +130,68 @@ FROM audit_sqlcheck.attempts
 GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms) VALUES
+-- first_attempt_at/first_attempt_ms: when the delivery's attempt 1 was made
+-- (audit.Attempt.FirstAttemptAt, set by the dispatcher from the delivery's
+-- metadata); 0 on rows written before this migration and on fan-out's
+-- not-sent rows. ADD COLUMN keeps old parts readable (they read 0).
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN first_attempt_at DateTime('UTC')
+;
+
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN first_attempt_ms UInt16
+;
+
+-- attempts_by_number: per tenant, endpoint, UTC hour, attempt number and
+-- outcome, the distinct deliveries (uniqExact of delivery_id: exact under
+-- retried inserts) and, for the time from a delivery's first attempt to
+-- this attempt, quantilesTDigest states in ms (approximate; read them on
+-- outcome = 'delivered' rows for time to success). Rows without
+-- first_attempt_at add nothing to the time states.
+CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_by_number
+(
+    tenant         String,
+    endpoint_id    String,
+    hour           DateTime('UTC'),
+    attempt_number UInt16,
+    outcome        String,
+    deliveries     AggregateFunction(uniqExact, String),
+    since_first_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8)
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMMDD(hour)
+ORDER BY (endpoint_id, hour, tenant, attempt_number, outcome)
+SETTINGS index_granularity = 1024
+;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS audit_sqlcheck.attempts_by_number_mv TO audit_sqlcheck.attempts_by_number
+AS SELECT
+    tenant,
+    endpoint_id,
+    toStartOfHour(attempted_at) AS hour,
+    attempt_number,
+    outcome,
+    uniqExactState(delivery_id) AS deliveries,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(
+        toUInt64(greatest((toUInt64(attempted_at) * 1000 + attempted_ms) - (toUInt64(first_attempt_at) * 1000 + first_attempt_ms), 0)),
+        toUInt8(first_attempt_at > 0 AND attempted_at >= first_attempt_at)) AS since_first_ms
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
+;
+
+-- Rows stored before this migration (their first_attempt_at is 0).
+INSERT INTO audit_sqlcheck.attempts_by_number
+SELECT
+    tenant,
+    endpoint_id,
+    toStartOfHour(attempted_at) AS hour,
+    attempt_number,
+    outcome,
+    uniqExactState(delivery_id) AS deliveries,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(toUInt64(0), toUInt8(0)) AS since_first_ms
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
+;
+
+INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
 ('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0),
 ('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0),
 ('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0),
@@ -143,7 +204,7 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 ('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms) VALUES
+INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
 ('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0),
 ('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0),
 ('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0),
@@ -158,7 +219,7 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 
 -- check: log
 -- expect: a-6 | c-8 | c-7 | a-4 | a-3 | a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -168,7 +229,7 @@ LIMIT 100
 
 -- check: log_limit
 -- expect: a-6 | c-8 | c-7
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -178,7 +239,7 @@ LIMIT 3
 
 -- check: log_event_delivery
 -- expect: a-1
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND event_id = 'evt-1'
@@ -190,7 +251,7 @@ LIMIT 100
 
 -- check: log_outcomes_since
 -- expect: a-4 | a-3
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND outcome IN ('retry_scheduled', 'failed')
@@ -202,7 +263,7 @@ LIMIT 100
 
 -- check: log_before
 -- expect: a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND attempted_at <= 1740830400 AND (attempted_at < 1740830400 OR attempted_ms < 251 OR (attempted_ms = 251 AND attempt_id < 'a-3'))
@@ -213,7 +274,7 @@ LIMIT 100
 
 -- check: log_quoting
 -- expect: q-1
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'it\'s \\ ep'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -223,7 +284,7 @@ LIMIT 100
 
 -- check: log_tenant
 -- expect: a-6 | a-4 | a-3 | a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = 't1'
@@ -234,7 +295,7 @@ LIMIT 100
 
 -- check: log_tenant_other
 -- expect: c-7
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = 't2'
@@ -245,7 +306,7 @@ LIMIT 100
 
 -- check: log_no_tenant
 -- expect: c-8
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = ''
