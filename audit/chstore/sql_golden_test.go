@@ -178,20 +178,23 @@ func valuesInsert(db string, as []audit.Attempt) string {
 	for i, a := range as {
 		a = audit.Normalize(a)
 		at, atMs := splitMs(a.AttemptedAt)
-		var next int64
-		var nextMs uint16
+		var next, first int64
+		var nextMs, firstMs uint16
 		if !a.NextAttemptAt.IsZero() {
 			next, nextMs = splitMs(a.NextAttemptAt)
+		}
+		if !a.FirstAttemptAt.IsZero() {
+			first, firstMs = splitMs(a.FirstAttemptAt)
 		}
 		sep := ","
 		if i == 0 {
 			sep = ""
 		}
-		fmt.Fprintf(&w, "%s\n(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %s, %s, %s, %s, %d, %d)", sep,
+		fmt.Fprintf(&w, "%s\n(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %s, %s, %s, %s, %d, %d, %d, %d)", sep,
 			quote(a.AttemptID), quote(a.DeliveryID), quote(a.EventID), quote(a.WebhookID), quote(a.EventType),
 			quote(a.Tenant), quote(a.EndpointID), quote(a.URLHost), a.AttemptNumber, at, atMs, a.LatencyMs,
 			a.HTTPStatus, quote(string(a.Outcome)), quote(a.ErrorClass), quote(a.ErrorMessage), quote(a.ResponseBody),
-			next, nextMs)
+			next, nextMs, first, firstMs)
 	}
 	return w.String()
 }

@@ -192,29 +192,29 @@ GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
 ;
 
 INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
+('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0),
+('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0),
+('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0),
+('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0)
 ;
 
 INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
+('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0),
+('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0),
+('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0),
+('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0)
 ;
 
 -- check: log
