@@ -457,39 +457,129 @@ func (c *Store) summarySQL(f audit.Filter) string {
 	return w.String()
 }
 
+// retainedTables are the tables retention applies to, with the column each
+// row's age is measured by; every one is partitioned by UTC day.
+var retainedTables = []struct{ name, timeColumn string }{
+	{"attempts", "attempted_at"},
+	{"attempts_minute", "minute"},
+	{"attempts_by_number", "hour"},
+}
+
 // DropPartitionsBefore deletes every attempt made before the UTC day of
-// day, by dropping whole day partitions (cheap: no rewrite). It returns the
-// dropped partition IDs (YYYYMMDD), oldest first. Attempts of day itself are
-// kept. This is the retention mechanism: 18.16 has no TTL.
+// day, by dropping whole day partitions (cheap: no rewrite) of the attempts
+// table and of its views (attempts_minute, attempts_by_number). It returns
+// the dropped partition IDs (YYYYMMDD), oldest first, each once. Attempts of
+// day itself are kept. This is the retention mechanism of servers without
+// TTL (18.16): see ApplyRetention.
 func (c *Store) DropPartitionsBefore(ctx context.Context, day time.Time) ([]string, error) {
 	cutoff := day.UTC().Format("20060102")
-	q := fmt.Sprintf("SELECT DISTINCT partition_id FROM system.parts WHERE database = %s AND table = 'attempts' AND active AND partition_id < %s ORDER BY partition_id",
-		quote(c.db), quote(cutoff))
+	tables := make([]string, len(retainedTables))
+	for i, t := range retainedTables {
+		tables[i] = quote(t.name)
+	}
+	q := fmt.Sprintf("SELECT DISTINCT table, partition_id FROM system.parts WHERE database = %s AND table IN (%s) AND active AND partition_id < %s ORDER BY partition_id, table",
+		quote(c.db), strings.Join(tables, ", "), quote(cutoff))
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("audit: list partitions: %w", err)
 	}
-	var ids []string
+	type part struct{ table, id string }
+	var parts []part
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var p part
+		if err := rows.Scan(&p.table, &p.id); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("audit: list partitions: %w", err)
 		}
-		ids = append(ids, id)
+		parts = append(parts, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("audit: list partitions: %w", err)
 	}
 	var dropped []string
-	for _, id := range ids {
-		if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.attempts DROP PARTITION ID %s", c.db, quote(id))); err != nil {
-			return dropped, fmt.Errorf("audit: drop partition %s: %w", id, err)
+	for _, p := range parts {
+		if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s DROP PARTITION ID %s", c.db, p.table, quote(p.id))); err != nil {
+			return dropped, fmt.Errorf("audit: drop partition %s of %s: %w", p.id, p.table, err)
 		}
-		dropped = append(dropped, id)
+		if len(dropped) == 0 || dropped[len(dropped)-1] != p.id {
+			dropped = append(dropped, p.id)
+		}
 	}
 	return slices.Clip(dropped), nil
+}
+
+// ServerVersion returns the server's version as numbers, e.g. [18 16 1].
+func (c *Store) ServerVersion(ctx context.Context) ([]int, error) {
+	var v string
+	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return nil, fmt.Errorf("audit: read server version: %w", err)
+	}
+	var out []int
+	for _, f := range strings.Split(v, ".") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			break
+		}
+		out = append(out, n)
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("audit: server version %q: want major.minor…", v)
+	}
+	return out, nil
+}
+
+// SupportsTTL reports whether a server of version v has table TTL
+// (ClickHouse 19.6 and later).
+func SupportsTTL(v []int) bool { return len(v) >= 2 && (v[0] > 19 || v[0] == 19 && v[1] >= 6) }
+
+// TTLStatements are the ALTER TABLE … MODIFY TTL statements that make a
+// server with TTL (see SupportsTTL) delete rows older than retention
+// (whole seconds) from the attempts table and its views, in background
+// merges.
+func (c *Store) TTLStatements(retention time.Duration) []string {
+	out := make([]string, len(retainedTables))
+	for i, t := range retainedTables {
+		out[i] = fmt.Sprintf("ALTER TABLE %s.%s MODIFY TTL %s + INTERVAL %d SECOND", c.db, t.name, t.timeColumn, int64(retention/time.Second))
+	}
+	return out
+}
+
+// Retention is what ApplyRetention did.
+type Retention struct {
+	// TTL is true when the server has TTL and the tables now carry one;
+	// later calls need not drop anything.
+	TTL bool
+	// Dropped are the day partitions dropped (servers without TTL).
+	Dropped []string
+}
+
+// ApplyRetention deletes, or has the server delete, attempts older than
+// retention (at least 24 h) as of now, in the attempts table and its views.
+// A server with TTL (19.6+) gets a table TTL (TTLStatements: rows expire in
+// background merges, to the second); an older one (18.16) gets its whole
+// UTC-day partitions older than now-retention dropped (DropPartitionsBefore
+// of that instant's day), so up to a day more than retention is kept. Call
+// it periodically: the TTL path is idempotent, the drop path acts on days
+// that aged since.
+func (c *Store) ApplyRetention(ctx context.Context, retention time.Duration, now time.Time) (Retention, error) {
+	if retention < 24*time.Hour {
+		return Retention{}, fmt.Errorf("audit: retention %s: want at least 24h", retention)
+	}
+	v, err := c.ServerVersion(ctx)
+	if err != nil {
+		return Retention{}, err
+	}
+	if SupportsTTL(v) {
+		for _, s := range c.TTLStatements(retention) {
+			if err := c.conn.Exec(ctx, s); err != nil {
+				return Retention{}, fmt.Errorf("audit: set retention TTL: %w", err)
+			}
+		}
+		return Retention{TTL: true}, nil
+	}
+	dropped, err := c.DropPartitionsBefore(ctx, now.Add(-retention))
+	return Retention{Dropped: dropped}, err
 }
 
 var literal = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`)
