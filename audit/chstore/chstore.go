@@ -221,21 +221,46 @@ func joinMs(sec uint32, ms uint16) time.Time {
 
 // logWindows are the time windows Log tries, newest first, before reading
 // an endpoint's whole history.
-var logWindows = []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+var logWindows = []time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+// maxIDSeconds bounds the distinct seconds an id lookup (attempt_ids)
+// hands to the log query; more fall back to the endpoint's key range.
+const maxIDSeconds = 10000
 
 // Log implements [Store.Log]. It reads one endpoint's key range, collapsing
 // duplicates with LIMIT 1 BY attempt_id rather than FINAL (so filters run as
-// PREWHERE, reading one column before the rest). Without an EventID or
-// DeliveryID filter, which select a few rows anyway, it reads growing time
-// windows first: the newest hour, day and week before the Before cursor (or
-// the store's clock), and the whole range only when a window holds fewer than
+// PREWHERE, reading one column before the rest), in two steps: the page's
+// keys (time, attempt ID: small columns) first, then the whole rows of just
+// those keys, so the large columns (response body, error message) are read
+// for the page only; 18.16 cannot read in key order and would otherwise
+// read and sort them for every row in range.
+//
+// With an EventID, WebhookID or DeliveryID filter it first reads the
+// seconds that id's attempts were made at from the attempt_ids index
+// (migration 0004) and restricts the read to them (an id with no attempt
+// reads nothing more). Otherwise it reads growing time windows first: the
+// newest 5 minutes, hour, day and week before the Before cursor (or the
+// store's clock), and the whole range only when a window holds fewer than
 // q.Limit attempts. A window with q.Limit attempts holds the newest q.Limit
-// overall, so the result is the same, and a busy endpoint's log reads one day
-// partition instead of all of them.
+// overall, so the result is the same, and a busy endpoint's log reads a few
+// minutes of one day partition instead of all of them.
 func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
 	q, err := q.Validate()
 	if err != nil {
 		return nil, err
+	}
+	if kind, id := idFilter(q); kind != 0 {
+		secs, err := c.idSeconds(ctx, q.EndpointID, kind, id)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(secs) == 0:
+			return nil, nil
+		case len(secs) <= maxIDSeconds:
+			return c.readLog(ctx, q, "attempted_at IN ("+strings.Join(secs, ", ")+")")
+		}
+		return c.readLog(ctx, q)
 	}
 	anchor := q.Before.AttemptedAt
 	if q.Before.IsZero() {
@@ -244,11 +269,7 @@ func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	if !q.Until.IsZero() && q.Until.Before(anchor) {
 		anchor = q.Until
 	}
-	windows := logWindows
-	if q.EventID != "" || q.DeliveryID != "" || q.WebhookID != "" {
-		windows = nil
-	}
-	for _, w := range windows {
+	for _, w := range logWindows {
 		from := anchor.Add(-w)
 		if from.Before(audit.MinTime) || (!q.Since.IsZero() && !from.After(q.Since)) {
 			break
@@ -263,8 +284,81 @@ func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	return c.readLog(ctx, q)
 }
 
-func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
-	rows, err := c.conn.Query(ctx, c.logSQL(q))
+// idFilter returns the most selective id filter of q as an attempt_ids
+// id_kind (1 event, 2 webhook, 3 delivery) and value; 0 when q has none.
+func idFilter(q audit.Query) (uint8, string) {
+	switch {
+	case q.DeliveryID != "":
+		return 3, q.DeliveryID
+	case q.WebhookID != "":
+		return 2, q.WebhookID
+	case q.EventID != "":
+		return 1, q.EventID
+	}
+	return 0, ""
+}
+
+// idSeconds returns the distinct seconds (unix, as SQL literals) at which
+// endpoint's attempts with this id were made, at most maxIDSeconds+1.
+func (c *Store) idSeconds(ctx context.Context, endpoint string, kind uint8, id string) ([]string, error) {
+	rows, err := c.conn.Query(ctx, c.idSecondsSQL(endpoint, kind, id))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: id index: %w", endpoint, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s uint32
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("audit: read log of endpoint %q: id index: %w", endpoint, err)
+		}
+		out = append(out, strconv.FormatUint(uint64(s), 10))
+	}
+	return out, rows.Err()
+}
+
+func (c *Store) idSecondsSQL(endpoint string, kind uint8, id string) string {
+	return fmt.Sprintf("SELECT DISTINCT toUInt32(attempted_at)\nFROM %s.attempt_ids\nWHERE endpoint_id = %s AND id_kind = %d AND id = %s\nLIMIT %d",
+		c.db, quote(endpoint), kind, quote(id), maxIDSeconds+1)
+}
+
+// readLog reads one page of q (with the extra conditions) in two steps:
+// its keys, then the rows of those keys.
+func (c *Store) readLog(ctx context.Context, q audit.Query, extra ...string) ([]audit.Attempt, error) {
+	keys, err := c.conn.Query(ctx, c.logKeysSQL(q, extra...))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+	}
+	var ids []string
+	var lo, hi uint32
+	for keys.Next() {
+		var (
+			sec uint32
+			id  string
+		)
+		if err := keys.Scan(&sec, &id); err != nil {
+			keys.Close()
+			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+		}
+		if len(ids) == 0 || sec < lo {
+			lo = sec
+		}
+		hi = max(hi, sec)
+		ids = append(ids, quote(id))
+	}
+	keys.Close()
+	if err := keys.Err(); err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	extra = append(extra, fmt.Sprintf("attempted_at >= %d AND attempted_at <= %d AND attempt_id IN (%s)", lo, hi, strings.Join(ids, ", ")))
+	return c.readRows(ctx, q, c.logSQL(q, extra...))
+}
+
+func (c *Store) readRows(ctx context.Context, q audit.Query, sql string) ([]audit.Attempt, error) {
+	rows, err := c.conn.Query(ctx, sql)
 	if err != nil {
 		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 	}
@@ -299,12 +393,25 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 	return out, nil
 }
 
-// logSQL renders the Log query. Values are inlined as escaped literals (the
-// same text runs on 18.16, which has no server-side parameters, and in the
-// chdb check of audit/testdata).
-func (c *Store) logSQL(q audit.Query) string {
+// logSQL renders the Log query of whole rows, with extra conditions ANDed.
+// Values are inlined as escaped literals (the same text runs on 18.16,
+// which has no server-side parameters, and in the chdb check of
+// audit/testdata).
+func (c *Store) logSQL(q audit.Query, extra ...string) string {
+	return c.logQuerySQL(selectColumns, q, extra)
+}
+
+// logKeysSQL renders Log's first step: the page's (second, attempt ID).
+func (c *Store) logKeysSQL(q audit.Query, extra ...string) string {
+	return c.logQuerySQL("toUInt32(attempted_at), attempt_id", q, extra)
+}
+
+func (c *Store) logQuerySQL(cols string, q audit.Query, extra []string) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
+	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", cols, c.db, quote(q.EndpointID))
+	for _, e := range extra {
+		fmt.Fprintf(&w, "\n  AND %s", e)
+	}
 	if q.Tenant != nil {
 		fmt.Fprintf(&w, "\n  AND tenant = %s", quote(*q.Tenant))
 	}
@@ -463,6 +570,7 @@ var retainedTables = []struct{ name, timeColumn string }{
 	{"attempts", "attempted_at"},
 	{"attempts_minute", "minute"},
 	{"attempts_by_number", "hour"},
+	{"attempt_ids", "attempted_at"},
 }
 
 // DropPartitionsBefore deletes every attempt made before the UTC day of

@@ -191,6 +191,40 @@ FROM audit_sqlcheck.attempts
 GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
 ;
 
+-- attempt_ids: an index of the delivery log by the ids it is searched by
+-- (id_kind 1 event_id, 2 webhook_id, 3 delivery_id), kept on insert by
+-- attempt_ids_mv. Log with an EventID, WebhookID or DeliveryID filter reads
+-- the seconds the id's attempts were made at here first, then only those
+-- seconds of the endpoint's key range in attempts (instead of every day
+-- partition of the endpoint). ReplacingMergeTree: a repeated insert
+-- collapses like the attempts table's; readers only take DISTINCT times.
+CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempt_ids
+(
+    endpoint_id  String,
+    id_kind      UInt8,
+    id           String,
+    attempted_at DateTime('UTC'),
+    attempt_id   String
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMMDD(attempted_at)
+ORDER BY (endpoint_id, id_kind, id, attempted_at, attempt_id)
+SETTINGS index_granularity = 8192
+;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS audit_sqlcheck.attempt_ids_mv TO audit_sqlcheck.attempt_ids
+AS SELECT endpoint_id, k.1 AS id_kind, k.2 AS id, attempted_at, attempt_id
+FROM audit_sqlcheck.attempts
+ARRAY JOIN [(toUInt8(1), event_id), (toUInt8(2), webhook_id), (toUInt8(3), delivery_id)] AS k
+;
+
+-- Rows stored before this migration.
+INSERT INTO audit_sqlcheck.attempt_ids
+SELECT endpoint_id, k.1 AS id_kind, k.2 AS id, attempted_at, attempt_id
+FROM audit_sqlcheck.attempts
+ARRAY JOIN [(toUInt8(1), event_id), (toUInt8(2), webhook_id), (toUInt8(3), delivery_id)] AS k
+;
+
 INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
 ('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
 ('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
@@ -487,8 +521,12 @@ ALTER TABLE audit_sqlcheck.attempts_by_number MODIFY TTL hour + INTERVAL 2592000
 ;
 
 -- requires: ttl
+ALTER TABLE audit_sqlcheck.attempt_ids MODIFY TTL attempted_at + INTERVAL 2592000 SECOND
+;
+
+-- requires: ttl
 -- check: ttl_set
--- expect: attempts | attempts_by_number | attempts_minute
+-- expect: attempt_ids | attempts | attempts_by_number | attempts_minute
 SELECT name FROM system.tables WHERE database = 'audit_sqlcheck' AND create_table_query LIKE '%TTL %' ORDER BY name
 ;
 
