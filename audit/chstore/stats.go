@@ -27,9 +27,9 @@ func figuresSQL() string {
 		}
 	}
 	net := fmt.Sprintf("outcome NOT IN (%s)", strings.Join(offNet, ", "))
-	return fmt.Sprintf("uniqExactMerge(attempts),\n  uniqExactMergeIf(attempts, outcome = 'delivered'),\n"+
-		"  uniqExactMergeIf(attempts, outcome IN (%s)),\n  uniqExactMergeIf(attempts, http_status = 429),\n"+
-		"  countIf(%s),\n  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, %s)", strings.Join(failed, ", "), net, net)
+	return fmt.Sprintf("uniqExactMerge(attempts) AS n_attempts,\n  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,\n"+
+		"  uniqExactMergeIf(attempts, outcome IN (%s)) AS n_failed,\n  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,\n"+
+		"  countIf(%s) AS n_network,\n  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, %s) AS latency_q", strings.Join(failed, ", "), net, net)
 }
 
 // minuteRange selects the minute buckets of [since, until).

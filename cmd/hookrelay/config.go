@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/hookrelay/hookrelay/audit/chstore"
 	"github.com/hookrelay/hookrelay/audit/sink"
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
@@ -48,6 +49,7 @@ type config struct {
 	MaxEventBytes  int
 	EndpointBuffer int
 	InterruptGrace time.Duration
+	LogRetention   time.Duration
 	DisableAfter   time.Duration
 	FailingNotify  []float64
 }
@@ -83,6 +85,7 @@ var settings = []setting{
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
+	{"log-retention", "HOOKRELAY_LOG_RETENTION", chstore.DefaultRetention.String(), "how long the delivery log (attempts and its views) is kept, at least 24h (default 30 days): a table TTL on ClickHouse 19.6+, else the audit role drops whole UTC-day partitions older than it, hourly"},
 }
 
 // addFlags registers every setting on fs, defaulting from the environment.
@@ -246,6 +249,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	}
 	if c.InterruptGrace, err = time.ParseDuration(get("audit-interrupt-grace")); err != nil || c.InterruptGrace <= 0 {
 		return nil, bad("audit-interrupt-grace", fmt.Errorf("must be a positive duration, got %q", get("audit-interrupt-grace")))
+	}
+	if c.LogRetention, err = time.ParseDuration(get("log-retention")); err != nil || c.LogRetention < 24*time.Hour {
+		return nil, bad("log-retention", fmt.Errorf("must be a duration of at least 24h (e.g. 720h for 30 days), got %q", get("log-retention")))
 	}
 	return c, nil
 }
