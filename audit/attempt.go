@@ -118,4 +118,10 @@ type Attempt struct {
 	ErrorMessage  string    `json:"error_message"`   // human-readable detail, at most 1 KiB, URLs redacted (webhook.Classify); "" on success
 	ResponseBody  string    `json:"response_body"`   // first MaxResponseBody (4 KiB) bytes of the response body
 	NextAttemptAt time.Time `json:"next_attempt_at"` // zero unless Outcome is RetryScheduled
+	// FirstAttemptAt is when the delivery's attempt 1 was made (from the
+	// delivery's metadata; equal to AttemptedAt on attempt 1; a resend
+	// starts again), millisecond precision, UTC. Zero when unknown (rows
+	// written before it existed, fan-out's not-sent rows): time-to-success
+	// figures skip those.
+	FirstAttemptAt time.Time `json:"first_attempt_at"`
 }

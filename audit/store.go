@@ -178,7 +178,8 @@ var (
 // Validate reports whether a can be stored. It returns an error wrapping
 // ErrInvalidAttempt and naming the field when: AttemptID or EndpointID is
 // empty; Outcome is unknown; AttemptedAt is zero or outside 1970-01-01 ..
-// 2106-02-07 (UTC); NextAttemptAt is neither zero nor in that range;
+// 2106-02-07 (UTC); NextAttemptAt or FirstAttemptAt is neither zero nor in
+// that range;
 // AttemptNumber or HTTPStatus is outside 0..65535; LatencyMs is outside
 // 0..4294967295.
 //
@@ -201,6 +202,8 @@ func (a *Attempt) Validate() error {
 		return bad("AttemptedAt %s is outside %s..%s", a.AttemptedAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case !a.NextAttemptAt.IsZero() && !inTimeRange(a.NextAttemptAt):
 		return bad("NextAttemptAt %s is outside %s..%s", a.NextAttemptAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	case !a.FirstAttemptAt.IsZero() && !inTimeRange(a.FirstAttemptAt):
+		return bad("FirstAttemptAt %s is outside %s..%s", a.FirstAttemptAt.UTC().Format(time.RFC3339), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 	case a.AttemptNumber < 0 || a.AttemptNumber > math.MaxUint16:
 		return bad("AttemptNumber %d is outside 0..%d", a.AttemptNumber, math.MaxUint16)
 	case a.HTTPStatus < 0 || a.HTTPStatus > math.MaxUint16:
@@ -259,6 +262,11 @@ func Normalize(a Attempt) Attempt {
 		a.NextAttemptAt = time.Time{}
 	} else {
 		a.NextAttemptAt = a.NextAttemptAt.Truncate(time.Millisecond).UTC()
+	}
+	if a.FirstAttemptAt.IsZero() {
+		a.FirstAttemptAt = time.Time{}
+	} else {
+		a.FirstAttemptAt = a.FirstAttemptAt.Truncate(time.Millisecond).UTC()
 	}
 	if len(a.ResponseBody) > MaxResponseBody {
 		a.ResponseBody = a.ResponseBody[:MaxResponseBody]

@@ -131,6 +131,12 @@ func attemptRow(it *item, ep *endpoints.Endpoint, o audit.Outcome, now time.Time
 		AttemptedAt:   now.UTC().Truncate(time.Millisecond),
 		Outcome:       o,
 	}
+	// The delivery's first attempt, for time to success (attempts_by_number);
+	// attempt 1 has none in its metadata yet: it is this one.
+	a.FirstAttemptAt = it.meta.FirstAttemptAt.UTC().Truncate(time.Millisecond)
+	if it.meta.FirstAttemptAt.IsZero() {
+		a.FirstAttemptAt = a.AttemptedAt
+	}
 	if ep != nil {
 		if u, err := url.Parse(ep.URL); err == nil {
 			a.URLHost = u.Host

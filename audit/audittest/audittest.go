@@ -115,23 +115,24 @@ func count(t *testing.T, s audit.Store, f audit.Filter) int64 {
 
 func testRoundTrip(t *testing.T, s audit.Store) {
 	full := audit.Attempt{
-		AttemptID:     "0123456789abcdef0123456789abcdef",
-		DeliveryID:    "dlv_1",
-		EventID:       "evt-1",
-		WebhookID:     "msg_2f1a",
-		EventType:     "invoice.paid",
-		Tenant:        "tenant-7",
-		EndpointID:    "ep-1",
-		URLHost:       "hooks.example.com:8443",
-		AttemptNumber: 3,
-		AttemptedAt:   base,
-		LatencyMs:     1234,
-		HTTPStatus:    503,
-		Outcome:       audit.RetryScheduled,
-		ErrorClass:    "http_503",
-		ErrorMessage:  "service unavailable\nretry later",
-		ResponseBody:  `{"error":"busy"}`,
-		NextAttemptAt: base.Add(90*time.Second + 456*time.Millisecond),
+		AttemptID:      "0123456789abcdef0123456789abcdef",
+		DeliveryID:     "dlv_1",
+		EventID:        "evt-1",
+		WebhookID:      "msg_2f1a",
+		EventType:      "invoice.paid",
+		Tenant:         "tenant-7",
+		EndpointID:     "ep-1",
+		URLHost:        "hooks.example.com:8443",
+		AttemptNumber:  3,
+		AttemptedAt:    base,
+		LatencyMs:      1234,
+		HTTPStatus:     503,
+		Outcome:        audit.RetryScheduled,
+		ErrorClass:     "http_503",
+		ErrorMessage:   "service unavailable\nretry later",
+		ResponseBody:   `{"error":"busy"}`,
+		NextAttemptAt:  base.Add(90*time.Second + 456*time.Millisecond),
+		FirstAttemptAt: base.Add(-10*time.Minute - 789*time.Millisecond),
 	}
 	bare := audit.Attempt{ // every optional field empty
 		AttemptID:   "bare",
@@ -153,16 +154,16 @@ func testRoundTrip(t *testing.T, s audit.Store) {
 			t.Errorf("attempt %d: AttemptedAt in %v, want UTC", i, got[i].AttemptedAt.Location())
 		}
 	}
-	if !got[1].NextAttemptAt.IsZero() {
-		t.Errorf("zero NextAttemptAt read back as %v", got[1].NextAttemptAt)
+	if !got[1].NextAttemptAt.IsZero() || !got[1].FirstAttemptAt.IsZero() {
+		t.Errorf("zero NextAttemptAt, FirstAttemptAt read back as %v, %v", got[1].NextAttemptAt, got[1].FirstAttemptAt)
 	}
 }
 
 // equal compares attempts field by field, times by instant.
 func equal(a, b audit.Attempt) bool {
-	ta, tb, na, nb := a.AttemptedAt, b.AttemptedAt, a.NextAttemptAt, b.NextAttemptAt
-	a.AttemptedAt, b.AttemptedAt, a.NextAttemptAt, b.NextAttemptAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	return a == b && ta.Equal(tb) && na.Equal(nb)
+	ta, tb, na, nb, fa, fb := a.AttemptedAt, b.AttemptedAt, a.NextAttemptAt, b.NextAttemptAt, a.FirstAttemptAt, b.FirstAttemptAt
+	a.AttemptedAt, b.AttemptedAt, a.NextAttemptAt, b.NextAttemptAt, a.FirstAttemptAt, b.FirstAttemptAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return a == b && ta.Equal(tb) && na.Equal(nb) && fa.Equal(fb)
 }
 
 func testNormalize(t *testing.T, s audit.Store) {

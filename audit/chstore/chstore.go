@@ -153,10 +153,10 @@ func (c *Store) Close() error { return c.conn.Close() }
 // The attempts table's columns, in insert and select order.
 const columns = "attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, " +
 	"attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, " +
-	"response_body, next_attempt_at, next_attempt_ms"
+	"response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms"
 
 // selectColumns is columns with the DateTimes read as unix seconds.
-var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at),", "next_attempt_at,", "toUInt32(next_attempt_at),").Replace(columns)
+var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at),", "next_attempt_at,", "toUInt32(next_attempt_at),", "first_attempt_at,", "toUInt32(first_attempt_at),").Replace(columns)
 
 // Insert implements [Store.Insert] with one batch INSERT (explicit column
 // list, column-wise). Batches of thousands of rows are the efficient size;
@@ -174,8 +174,8 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	attemptID, deliveryID, eventID, webhookID := strs(), strs(), strs(), strs()
 	eventType, tenant, endpointID, urlHost := strs(), strs(), strs(), strs()
 	outcome, errorClass, errorMessage, responseBody := strs(), strs(), strs(), strs()
-	attemptNumber, attemptedMs, httpStatus, nextMs := u16s(), u16s(), u16s(), u16s()
-	attemptedAt, nextAt := make([]int64, n), make([]int64, n) // unix seconds (DateTime)
+	attemptNumber, attemptedMs, httpStatus, nextMs, firstMs := u16s(), u16s(), u16s(), u16s(), u16s()
+	attemptedAt, nextAt, firstAt := make([]int64, n), make([]int64, n), make([]int64, n) // unix seconds (DateTime)
 	latency := make([]uint32, n)
 	for i := range attempts {
 		a := audit.Normalize(attempts[i])
@@ -187,6 +187,9 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 		if !a.NextAttemptAt.IsZero() {
 			nextAt[i], nextMs[i] = splitMs(a.NextAttemptAt)
 		}
+		if !a.FirstAttemptAt.IsZero() {
+			firstAt[i], firstMs[i] = splitMs(a.FirstAttemptAt)
+		}
 	}
 	batch, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.attempts (%s)", c.db, columns))
 	if err != nil {
@@ -194,7 +197,7 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	}
 	for i, col := range []any{attemptID, deliveryID, eventID, webhookID, eventType, tenant, endpointID, urlHost,
 		attemptNumber, attemptedAt, attemptedMs, latency, httpStatus, outcome, errorClass, errorMessage,
-		responseBody, nextAt, nextMs} {
+		responseBody, nextAt, nextMs, firstAt, firstMs} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
 			return fmt.Errorf("audit: insert %d attempts: column %d: %w", n, i, err)
@@ -218,21 +221,46 @@ func joinMs(sec uint32, ms uint16) time.Time {
 
 // logWindows are the time windows Log tries, newest first, before reading
 // an endpoint's whole history.
-var logWindows = []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+var logWindows = []time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+// maxIDSeconds bounds the distinct seconds an id lookup (attempt_ids)
+// hands to the log query; more fall back to the endpoint's key range.
+const maxIDSeconds = 10000
 
 // Log implements [Store.Log]. It reads one endpoint's key range, collapsing
 // duplicates with LIMIT 1 BY attempt_id rather than FINAL (so filters run as
-// PREWHERE, reading one column before the rest). Without an EventID or
-// DeliveryID filter, which select a few rows anyway, it reads growing time
-// windows first: the newest hour, day and week before the Before cursor (or
-// the store's clock), and the whole range only when a window holds fewer than
+// PREWHERE, reading one column before the rest), in two steps: the page's
+// keys (time, attempt ID: small columns) first, then the whole rows of just
+// those keys, so the large columns (response body, error message) are read
+// for the page only; 18.16 cannot read in key order and would otherwise
+// read and sort them for every row in range.
+//
+// With an EventID, WebhookID or DeliveryID filter it first reads the
+// seconds that id's attempts were made at from the attempt_ids index
+// (migration 0004) and restricts the read to them (an id with no attempt
+// reads nothing more). Otherwise it reads growing time windows first: the
+// newest 5 minutes, hour, day and week before the Before cursor (or the
+// store's clock), and the whole range only when a window holds fewer than
 // q.Limit attempts. A window with q.Limit attempts holds the newest q.Limit
-// overall, so the result is the same, and a busy endpoint's log reads one day
-// partition instead of all of them.
+// overall, so the result is the same, and a busy endpoint's log reads a few
+// minutes of one day partition instead of all of them.
 func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
 	q, err := q.Validate()
 	if err != nil {
 		return nil, err
+	}
+	if kind, id := idFilter(q); kind != 0 {
+		secs, err := c.idSeconds(ctx, q.EndpointID, kind, id)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case len(secs) == 0:
+			return nil, nil
+		case len(secs) <= maxIDSeconds:
+			return c.readLog(ctx, q, "attempted_at IN ("+strings.Join(secs, ", ")+")")
+		}
+		return c.readLog(ctx, q)
 	}
 	anchor := q.Before.AttemptedAt
 	if q.Before.IsZero() {
@@ -241,11 +269,7 @@ func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	if !q.Until.IsZero() && q.Until.Before(anchor) {
 		anchor = q.Until
 	}
-	windows := logWindows
-	if q.EventID != "" || q.DeliveryID != "" || q.WebhookID != "" {
-		windows = nil
-	}
-	for _, w := range windows {
+	for _, w := range logWindows {
 		from := anchor.Add(-w)
 		if from.Before(audit.MinTime) || (!q.Since.IsZero() && !from.After(q.Since)) {
 			break
@@ -260,8 +284,81 @@ func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	return c.readLog(ctx, q)
 }
 
-func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
-	rows, err := c.conn.Query(ctx, c.logSQL(q))
+// idFilter returns the most selective id filter of q as an attempt_ids
+// id_kind (1 event, 2 webhook, 3 delivery) and value; 0 when q has none.
+func idFilter(q audit.Query) (uint8, string) {
+	switch {
+	case q.DeliveryID != "":
+		return 3, q.DeliveryID
+	case q.WebhookID != "":
+		return 2, q.WebhookID
+	case q.EventID != "":
+		return 1, q.EventID
+	}
+	return 0, ""
+}
+
+// idSeconds returns the distinct seconds (unix, as SQL literals) at which
+// endpoint's attempts with this id were made, at most maxIDSeconds+1.
+func (c *Store) idSeconds(ctx context.Context, endpoint string, kind uint8, id string) ([]string, error) {
+	rows, err := c.conn.Query(ctx, c.idSecondsSQL(endpoint, kind, id))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: id index: %w", endpoint, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s uint32
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("audit: read log of endpoint %q: id index: %w", endpoint, err)
+		}
+		out = append(out, strconv.FormatUint(uint64(s), 10))
+	}
+	return out, rows.Err()
+}
+
+func (c *Store) idSecondsSQL(endpoint string, kind uint8, id string) string {
+	return fmt.Sprintf("SELECT DISTINCT toUInt32(attempted_at)\nFROM %s.attempt_ids\nWHERE endpoint_id = %s AND id_kind = %d AND id = %s\nLIMIT %d",
+		c.db, quote(endpoint), kind, quote(id), maxIDSeconds+1)
+}
+
+// readLog reads one page of q (with the extra conditions) in two steps:
+// its keys, then the rows of those keys.
+func (c *Store) readLog(ctx context.Context, q audit.Query, extra ...string) ([]audit.Attempt, error) {
+	keys, err := c.conn.Query(ctx, c.logKeysSQL(q, extra...))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+	}
+	var ids []string
+	var lo, hi uint32
+	for keys.Next() {
+		var (
+			sec uint32
+			id  string
+		)
+		if err := keys.Scan(&sec, &id); err != nil {
+			keys.Close()
+			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+		}
+		if len(ids) == 0 || sec < lo {
+			lo = sec
+		}
+		hi = max(hi, sec)
+		ids = append(ids, quote(id))
+	}
+	keys.Close()
+	if err := keys.Err(); err != nil {
+		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	extra = append(extra, fmt.Sprintf("attempted_at >= %d AND attempted_at <= %d AND attempt_id IN (%s)", lo, hi, strings.Join(ids, ", ")))
+	return c.readRows(ctx, q, c.logSQL(q, extra...))
+}
+
+func (c *Store) readRows(ctx context.Context, q audit.Query, sql string) ([]audit.Attempt, error) {
+	rows, err := c.conn.Query(ctx, sql)
 	if err != nil {
 		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 	}
@@ -269,14 +366,14 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 	out := make([]audit.Attempt, 0, min(q.Limit, 128))
 	for rows.Next() {
 		var (
-			a                                    audit.Attempt
-			outcome                              string
-			attemptNumber, attMs, status, nextMs uint16
-			attAt, nextAt, latency               uint32
+			a                                             audit.Attempt
+			outcome                                       string
+			attemptNumber, attMs, status, nextMs, firstMs uint16
+			attAt, nextAt, latency, firstAt               uint32
 		)
 		if err := rows.Scan(&a.AttemptID, &a.DeliveryID, &a.EventID, &a.WebhookID, &a.EventType, &a.Tenant,
 			&a.EndpointID, &a.URLHost, &attemptNumber, &attAt, &attMs, &latency, &status, &outcome,
-			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs); err != nil {
+			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs, &firstAt, &firstMs); err != nil {
 			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 		}
 		a.Outcome = audit.Outcome(outcome)
@@ -284,6 +381,9 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 		a.AttemptedAt = joinMs(attAt, attMs)
 		if nextAt != 0 || nextMs != 0 {
 			a.NextAttemptAt = joinMs(nextAt, nextMs)
+		}
+		if firstAt != 0 || firstMs != 0 {
+			a.FirstAttemptAt = joinMs(firstAt, firstMs)
 		}
 		out = append(out, a)
 	}
@@ -293,12 +393,25 @@ func (c *Store) readLog(ctx context.Context, q audit.Query) ([]audit.Attempt, er
 	return out, nil
 }
 
-// logSQL renders the Log query. Values are inlined as escaped literals (the
-// same text runs on 18.16, which has no server-side parameters, and in the
-// chdb check of audit/testdata).
-func (c *Store) logSQL(q audit.Query) string {
+// logSQL renders the Log query of whole rows, with extra conditions ANDed.
+// Values are inlined as escaped literals (the same text runs on 18.16,
+// which has no server-side parameters, and in the chdb check of
+// audit/testdata).
+func (c *Store) logSQL(q audit.Query, extra ...string) string {
+	return c.logQuerySQL(selectColumns, q, extra)
+}
+
+// logKeysSQL renders Log's first step: the page's (second, attempt ID).
+func (c *Store) logKeysSQL(q audit.Query, extra ...string) string {
+	return c.logQuerySQL("toUInt32(attempted_at), attempt_id", q, extra)
+}
+
+func (c *Store) logQuerySQL(cols string, q audit.Query, extra []string) string {
 	var w strings.Builder
-	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", selectColumns, c.db, quote(q.EndpointID))
+	fmt.Fprintf(&w, "SELECT %s\nFROM %s.attempts\nWHERE endpoint_id = %s", cols, c.db, quote(q.EndpointID))
+	for _, e := range extra {
+		fmt.Fprintf(&w, "\n  AND %s", e)
+	}
 	if q.Tenant != nil {
 		fmt.Fprintf(&w, "\n  AND tenant = %s", quote(*q.Tenant))
 	}
@@ -451,39 +564,130 @@ func (c *Store) summarySQL(f audit.Filter) string {
 	return w.String()
 }
 
+// retainedTables are the tables retention applies to, with the column each
+// row's age is measured by; every one is partitioned by UTC day.
+var retainedTables = []struct{ name, timeColumn string }{
+	{"attempts", "attempted_at"},
+	{"attempts_minute", "minute"},
+	{"attempts_by_number", "hour"},
+	{"attempt_ids", "attempted_at"},
+}
+
 // DropPartitionsBefore deletes every attempt made before the UTC day of
-// day, by dropping whole day partitions (cheap: no rewrite). It returns the
-// dropped partition IDs (YYYYMMDD), oldest first. Attempts of day itself are
-// kept. This is the retention mechanism: 18.16 has no TTL.
+// day, by dropping whole day partitions (cheap: no rewrite) of the attempts
+// table and of its views (attempts_minute, attempts_by_number). It returns
+// the dropped partition IDs (YYYYMMDD), oldest first, each once. Attempts of
+// day itself are kept. This is the retention mechanism of servers without
+// TTL (18.16): see ApplyRetention.
 func (c *Store) DropPartitionsBefore(ctx context.Context, day time.Time) ([]string, error) {
 	cutoff := day.UTC().Format("20060102")
-	q := fmt.Sprintf("SELECT DISTINCT partition_id FROM system.parts WHERE database = %s AND table = 'attempts' AND active AND partition_id < %s ORDER BY partition_id",
-		quote(c.db), quote(cutoff))
+	tables := make([]string, len(retainedTables))
+	for i, t := range retainedTables {
+		tables[i] = quote(t.name)
+	}
+	q := fmt.Sprintf("SELECT DISTINCT table, partition_id FROM system.parts WHERE database = %s AND table IN (%s) AND active AND partition_id < %s ORDER BY partition_id, table",
+		quote(c.db), strings.Join(tables, ", "), quote(cutoff))
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("audit: list partitions: %w", err)
 	}
-	var ids []string
+	type part struct{ table, id string }
+	var parts []part
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var p part
+		if err := rows.Scan(&p.table, &p.id); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("audit: list partitions: %w", err)
 		}
-		ids = append(ids, id)
+		parts = append(parts, p)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("audit: list partitions: %w", err)
 	}
 	var dropped []string
-	for _, id := range ids {
-		if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.attempts DROP PARTITION ID %s", c.db, quote(id))); err != nil {
-			return dropped, fmt.Errorf("audit: drop partition %s: %w", id, err)
+	for _, p := range parts {
+		if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s DROP PARTITION ID %s", c.db, p.table, quote(p.id))); err != nil {
+			return dropped, fmt.Errorf("audit: drop partition %s of %s: %w", p.id, p.table, err)
 		}
-		dropped = append(dropped, id)
+		if len(dropped) == 0 || dropped[len(dropped)-1] != p.id {
+			dropped = append(dropped, p.id)
+		}
 	}
 	return slices.Clip(dropped), nil
+}
+
+// ServerVersion returns the server's version as numbers, e.g. [18 16 1].
+func (c *Store) ServerVersion(ctx context.Context) ([]int, error) {
+	var v string
+	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return nil, fmt.Errorf("audit: read server version: %w", err)
+	}
+	var out []int
+	for _, f := range strings.Split(v, ".") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			break
+		}
+		out = append(out, n)
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("audit: server version %q: want major.minor…", v)
+	}
+	return out, nil
+}
+
+// SupportsTTL reports whether a server of version v has table TTL
+// (ClickHouse 19.6 and later).
+func SupportsTTL(v []int) bool { return len(v) >= 2 && (v[0] > 19 || v[0] == 19 && v[1] >= 6) }
+
+// TTLStatements are the ALTER TABLE … MODIFY TTL statements that make a
+// server with TTL (see SupportsTTL) delete rows older than retention
+// (whole seconds) from the attempts table and its views, in background
+// merges.
+func (c *Store) TTLStatements(retention time.Duration) []string {
+	out := make([]string, len(retainedTables))
+	for i, t := range retainedTables {
+		out[i] = fmt.Sprintf("ALTER TABLE %s.%s MODIFY TTL %s + INTERVAL %d SECOND", c.db, t.name, t.timeColumn, int64(retention/time.Second))
+	}
+	return out
+}
+
+// Retention is what ApplyRetention did.
+type Retention struct {
+	// TTL is true when the server has TTL and the tables now carry one;
+	// later calls need not drop anything.
+	TTL bool
+	// Dropped are the day partitions dropped (servers without TTL).
+	Dropped []string
+}
+
+// ApplyRetention deletes, or has the server delete, attempts older than
+// retention (at least 24 h) as of now, in the attempts table and its views.
+// A server with TTL (19.6+) gets a table TTL (TTLStatements: rows expire in
+// background merges, to the second); an older one (18.16) gets its whole
+// UTC-day partitions older than now-retention dropped (DropPartitionsBefore
+// of that instant's day), so up to a day more than retention is kept. Call
+// it periodically: the TTL path is idempotent, the drop path acts on days
+// that aged since.
+func (c *Store) ApplyRetention(ctx context.Context, retention time.Duration, now time.Time) (Retention, error) {
+	if retention < 24*time.Hour {
+		return Retention{}, fmt.Errorf("audit: retention %s: want at least 24h", retention)
+	}
+	v, err := c.ServerVersion(ctx)
+	if err != nil {
+		return Retention{}, err
+	}
+	if SupportsTTL(v) {
+		for _, s := range c.TTLStatements(retention) {
+			if err := c.conn.Exec(ctx, s); err != nil {
+				return Retention{}, fmt.Errorf("audit: set retention TTL: %w", err)
+			}
+		}
+		return Retention{TTL: true}, nil
+	}
+	dropped, err := c.DropPartitionsBefore(ctx, now.Add(-retention))
+	return Retention{Dropped: dropped}, err
 }
 
 var literal = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`)

@@ -230,9 +230,79 @@ func TestClickHouseDropPartitionsBefore(t *testing.T) {
 	if len(got) != 4 || !got[len(got)-1].AttemptedAt.Equal(time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("after dropping, Log = %v; want the 4 attempts of 3 and 4 March", got)
 	}
+	// The views lost the same days.
+	tot, err := s.EndpointTotals(ctx, []audit.EndpointRef{{EndpointID: "ep-1"}}, day(1).Add(-48*time.Hour), day(4).Add(time.Hour))
+	if err != nil || len(tot) != 1 || tot[0].Attempts != 4 {
+		t.Errorf("after dropping, attempts_minute totals %+v, %v; want 4 attempts", tot, err)
+	}
+	if n := viewRows(t, s, "attempts_by_number", "hour < toDateTime('2025-03-03 00:00:00', 'UTC')"); n != 0 {
+		t.Errorf("attempts_by_number keeps %d rows of dropped days", n)
+	}
 	if again, err := s.DropPartitionsBefore(ctx, day(3)); err != nil || len(again) != 0 {
 		t.Errorf("second DropPartitionsBefore = %v, %v; want nothing", again, err)
 	}
+}
+
+// TestClickHouseRetention: on 18.16 (no TTL) ApplyRetention and the
+// Retainer drop whole day partitions older than the retention; the TTL
+// path's DDL is checked on a current engine by testdata/chdb_check.py.
+func TestClickHouseRetention(t *testing.T) {
+	s := newClickHouse(t)
+	ctx := context.Background()
+	v, err := s.ServerVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 31, 10, 0, 0, 0, time.UTC)
+	var batch []audit.Attempt
+	for d := 0; d < 5; d++ { // 27 … 31 March
+		a := audittest.Attempt("ep-1", d)
+		a.AttemptedAt = now.Add(-time.Duration(4-d) * 24 * time.Hour)
+		batch = append(batch, a)
+	}
+	if err := s.Insert(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ApplyRetention(ctx, time.Hour, now); err == nil {
+		t.Error("ApplyRetention(1h): no error")
+	}
+	if chstore.SupportsTTL(v) {
+		t.Skipf("server %v has TTL: the drop path runs on 18.16 only", v)
+	}
+	// 2 days as of 31 March 10:00: the cutoff is 29 March 10:00, so 27 and
+	// 28 March go, 29 March (partly younger) stays.
+	res, err := s.ApplyRetention(ctx, 48*time.Hour, now)
+	if err != nil || res.TTL || !slices.Equal(res.Dropped, []string{"20250327", "20250328"}) {
+		t.Fatalf("ApplyRetention = %+v, %v; want 20250327 and 20250328 dropped", res, err)
+	}
+	r := &chstore.Retainer{Store: s, Retention: 24 * time.Hour, Interval: time.Hour, Now: func() time.Time { return now }}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for viewRows(t, s, "attempts", "1") != 2 { // 30 and 31 March
+		if time.Now().After(deadline) {
+			t.Fatalf("Retainer left %d attempts, want 2", viewRows(t, s, "attempts", "1"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Retainer.Run: %v", err)
+	}
+	if n := viewRows(t, s, "attempts_minute", "1"); n != 2 {
+		t.Errorf("attempts_minute has %d rows after retention, want 2", n)
+	}
+}
+
+// viewRows counts the rows of table in s's database matching cond.
+func viewRows(t *testing.T, s *chstore.Store, table, cond string) uint64 {
+	t.Helper()
+	var n uint64
+	if err := s.QueryRow(context.Background(), "SELECT count() FROM "+s.Database()+"."+table+" WHERE "+cond, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestClickHouseLogWindows compares ClickHouse's windowed Log with Memory's
@@ -298,4 +368,8 @@ func ids(as []audit.Attempt) []string {
 		out[i] = a.AttemptID
 	}
 	return out
+}
+
+func TestClickHouseStats(t *testing.T) {
+	audittest.RunStats(t, func(t *testing.T) audittest.StatsStore { return newClickHouse(t) })
 }

@@ -3,6 +3,10 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -43,3 +47,71 @@ func NewClickHouseForSQL(db string) *Store { return &Store{db: db} }
 
 // Columns is the attempts table's insert column list.
 const Columns = columns
+
+// QueryRow runs q and scans its one row into dest.
+func (c *Store) QueryRow(ctx context.Context, q string, dest ...any) error {
+	return c.conn.QueryRow(ctx, q).Scan(dest...)
+}
+
+// QueryText runs q and returns its rows with every value formatted by
+// fmt.Sprint (times in UTC as 2006-01-02 15:04:05, floats rounded to 4
+// decimals), for tests that compare results with text.
+func (c *Store) QueryText(ctx context.Context, q string) ([][]string, error) {
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		var dest []any
+		for _, ct := range rows.ColumnTypes() {
+			dest = append(dest, reflect.New(ct.ScanType()).Interface())
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		row := make([]string, len(dest))
+		for i, d := range dest {
+			row[i] = textOf(reflect.ValueOf(d).Elem().Interface())
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
+func textOf(v any) string {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC().Format("2006-01-02 15:04:05")
+	case *time.Time:
+		if x == nil {
+			return "NULL"
+		}
+		return textOf(*x)
+	case float64:
+		return strconv.FormatFloat(math.Round(x*1e4)/1e4, 'f', -1, 64)
+	case float32:
+		return textOf(float64(x))
+	case []float32:
+		parts := make([]string, len(x))
+		for i, f := range x {
+			parts[i] = textOf(f)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case []float64:
+		parts := make([]string, len(x))
+		for i, f := range x {
+			parts[i] = textOf(f)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "NULL"
+		}
+		return textOf(rv.Elem().Interface())
+	}
+	return fmt.Sprint(v)
+}

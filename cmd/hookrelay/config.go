@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/hookrelay/hookrelay/audit/chstore"
 	"github.com/hookrelay/hookrelay/audit/sink"
 	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/webhook"
@@ -49,6 +50,7 @@ type config struct {
 	EndpointBuffer int
 	InterruptGrace time.Duration
 	FanoutLinger   time.Duration // 0: none
+	LogRetention   time.Duration
 	DisableAfter   time.Duration
 	FailingNotify  []float64
 }
@@ -89,6 +91,7 @@ var settings = []setting{
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
 	{"fanout-linger", "HOOKRELAY_FANOUT_LINGER", pipeline.DefaultFanoutLinger.String(), "how long fan-out keeps polling after events arrived, so one transaction carries them all (fewer, larger transactions; at most this much extra latency); 0: one transaction per poll"},
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
+	{"log-retention", "HOOKRELAY_LOG_RETENTION", chstore.DefaultRetention.String(), "how long the delivery log (attempts and its views) is kept, at least 24h (default 30 days): a table TTL on ClickHouse 19.6+, else the audit role drops whole UTC-day partitions older than it, hourly"},
 }
 
 // addFlags registers every setting on fs (or only those named),
@@ -260,6 +263,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	}
 	if c.InterruptGrace, err = time.ParseDuration(get("audit-interrupt-grace")); err != nil || c.InterruptGrace <= 0 {
 		return nil, bad("audit-interrupt-grace", fmt.Errorf("must be a positive duration, got %q", get("audit-interrupt-grace")))
+	}
+	if c.LogRetention, err = time.ParseDuration(get("log-retention")); err != nil || c.LogRetention < 24*time.Hour {
+		return nil, bad("log-retention", fmt.Errorf("must be a duration of at least 24h (e.g. 720h for 30 days), got %q", get("log-retention")))
 	}
 	return c, nil
 }

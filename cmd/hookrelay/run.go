@@ -307,6 +307,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 		if auditSink != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "audit", auditSink.Run, supervise("audit")) })
+			// Retention of the delivery log (HOOKRELAY_LOG_RETENTION).
+			retainer := &chstore.Retainer{Store: store, Retention: cfg.LogRetention, Logger: log}
+			g.Go(func() error { return retainer.Run(gctx) })
 		}
 		// Stages that act on endpoints start once the view has caught up, so
 		// an endpoint acknowledged before an event was produced gets that

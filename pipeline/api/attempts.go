@@ -83,12 +83,6 @@ func logQuery(e *endpoints.Endpoint) audit.Query {
 	return audit.Query{EndpointID: e.ID, Tenant: &tenant}
 }
 
-// logFilter is logQuery's Filter, for counts and summaries.
-func logFilter(e *endpoints.Endpoint) audit.Filter {
-	q := logQuery(e)
-	return audit.Filter{EndpointID: q.EndpointID, Tenant: q.Tenant}
-}
-
 func (s *Server) listAttempts(w http.ResponseWriter, r *http.Request, p Principal) {
 	e, ok := s.lookup(w, r, p)
 	if !ok {
@@ -183,29 +177,23 @@ type counts struct {
 	SuccessRate *float64 `json:"success_rate"`
 }
 
-// failedOutcomes are the attempts that reached for the endpoint and did not
-// deliver: what the success rate counts against delivered.
-var failedOutcomes = []audit.Outcome{audit.RetryScheduled, audit.Failed, audit.Gone, audit.Exhausted}
-
-func countsOf(sums []audit.EndpointSummary) counts {
+// countsOf is one health window of the aggregated views (audit.Stats:
+// whole minutes; failed counts audit.FailedOutcomes).
+func countsOf(ts []audit.EndpointTotals) counts {
 	var c counts
-	for _, sum := range sums {
-		c.Attempts += sum.Attempts
-		c.Delivered += sum.Outcomes[audit.Delivered]
-		for _, o := range failedOutcomes {
-			c.Failed += sum.Outcomes[o]
-		}
+	for _, t := range ts {
+		c.Attempts += t.Attempts
+		c.Delivered += t.Delivered
+		c.Failed += t.Failed
 	}
-	if n := c.Delivered + c.Failed; n > 0 {
-		rate := float64(c.Delivered) / float64(n)
-		c.SuccessRate = &rate
-	}
+	c.SuccessRate = rateOf(audit.Figures{Delivered: c.Delivered, Failed: c.Failed})
 	return c
 }
 
 // health answers GET /v1/endpoints/{id}/health: the effective status and
 // the pipeline's failing-since clock from the endpoint and its status
-// record, and figures over the last hour and day from the delivery log.
+// record, and figures over the last hour and day from the aggregated
+// views (whole minutes: a window may start up to a minute early).
 func (s *Server) health(w http.ResponseWriter, r *http.Request, p Principal) {
 	e, ok := s.lookup(w, r, p)
 	if !ok {
@@ -241,14 +229,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, p Principal) {
 		s.unavailable(w, r, err)
 		return
 	}
-	hourF, dayF := logFilter(e), logFilter(e)
-	hourF.Since, dayF.Since = now.Add(-time.Hour), now.Add(-24*time.Hour)
-	hour, err := s.o.Attempts.Summary(ctx, hourF)
+	ref := []audit.EndpointRef{refOf(e)}
+	hour, err := s.o.Attempts.EndpointTotals(ctx, ref, now.Add(-time.Hour), now)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
-	day, err := s.o.Attempts.Summary(ctx, dayF)
+	day, err := s.o.Attempts.EndpointTotals(ctx, ref, now.Add(-24*time.Hour), now)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return

@@ -37,6 +37,7 @@ type endpointView struct {
 	CreatedAt      time.Time     `json:"created_at"`
 	UpdatedAt      time.Time     `json:"updated_at"`
 	Version        int64         `json:"version"`
+	Stats24h       *stats24hView `json:"stats_24h,omitempty"` // with include=stats only
 }
 
 type secretView struct {
@@ -188,11 +189,30 @@ func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request, p Princip
 		s.unavailable(w, r, err)
 		return
 	}
-	out := []endpointView{}
+	var seen []*endpoints.Endpoint
 	for _, e := range all {
 		if visible(p, e) {
-			out = append(out, viewOf(e))
+			seen = append(seen, e)
 		}
+	}
+	out := make([]endpointView, 0, len(seen))
+	for _, e := range seen {
+		out = append(out, viewOf(e))
+	}
+	switch inc := r.URL.Query().Get("include"); inc {
+	case "":
+	case "stats":
+		totals, err := s.totalsOf(r, seen)
+		if err != nil {
+			s.unavailable(w, r, err)
+			return
+		}
+		for i := range out {
+			out[i].Stats24h = statsOf(totals[out[i].ID])
+		}
+	default:
+		writeProblem(w, r, probValidation, "invalid query parameters", FieldDetail{"include", "must be stats"})
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": out})
 }

@@ -45,6 +45,7 @@ type Authenticator interface {
 type AttemptLog interface {
 	Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	Summary(ctx context.Context, f audit.Filter) ([]audit.EndpointSummary, error)
+	audit.Stats
 }
 
 // Options configure a [Server].
@@ -102,7 +103,8 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the API's handler (every path under /v1).
+// Handler returns the API's handler (every path under /v1, and the
+// console under /console/).
 func (s *Server) Handler() http.Handler { return s.mux }
 
 type handler func(w http.ResponseWriter, r *http.Request, p Principal)
@@ -121,6 +123,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/endpoints/{id}/disable", s.idempotent(s.disableEndpoint))
 	s.handle("POST /v1/endpoints/{id}/secret/rotate", s.idempotent(s.rotateSecret))
 	s.handle("GET /v1/endpoints/{id}/health", s.health)
+	s.handle("GET /v1/endpoints/{id}/stats", s.endpointStats)
 	s.handle("GET /v1/endpoints/{id}/attempts", s.listAttempts)
 	s.handle("GET /v1/endpoints/{id}/messages/{msg_id}", s.getMessage)
 	s.handle("POST /v1/endpoints/{id}/messages/{msg_id}/resend", s.idempotent(s.resendMessage))
@@ -128,6 +131,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/recoveries/{id}", s.getRecovery)
 	s.handle("GET /v1/dlq", s.listDLQ)
 	s.handle("POST /v1/dlq/replay", s.idempotent(s.replayDLQ))
+	s.mux.Handle("GET /console/", consoleHandler()) // the web console (console.go)
+	s.mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, probNotFound, "no such resource; see /v1/openapi.json")
 	})

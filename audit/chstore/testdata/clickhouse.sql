@@ -64,35 +64,196 @@ ORDER BY (endpoint_id, attempted_at, attempted_ms, attempt_id)
 SETTINGS index_granularity = 8192
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
+-- attempts_minute: per tenant, endpoint and UTC minute, the attempts by
+-- outcome and HTTP status, kept on insert by the materialized view
+-- attempts_minute_mv (docs/ANALYTICS.md describes every column).
+--
+-- Runs unchanged on 18.16 and current releases (no SimpleAggregateFunction,
+-- TTL, LowCardinality).
+--
+-- Duplicates: a materialized view sees every INSERT into attempts, including
+-- a batch the audit sink retries, before ReplacingMergeTree collapses
+-- anything. Counts are therefore uniqExact states of attempt_id, exact
+-- under any number of repeated inserts; the latency quantile states may
+-- weigh a repeated attempt twice (bounded by the share of retried rows).
+-- An attempt whose Interrupted row is later replaced by its outcome shows
+-- under both outcomes here (its distinct count over all outcomes stays 1).
+--
+-- Latency: quantilesTiming (exact to the ms up to 30,000 ms; larger values
+-- count as 30,000) at levels 0.5, 0.9, 0.99.
+CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_minute
+(
+    tenant          String,
+    endpoint_id     String,
+    minute          DateTime('UTC'),
+    outcome         String,
+    http_status     UInt16,
+    status_class    UInt8,
+    attempts        AggregateFunction(uniqExact, String),
+    latency         AggregateFunction(quantilesTiming(0.5, 0.9, 0.99), UInt32),
+    last_attempt_at AggregateFunction(max, DateTime('UTC'))
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (endpoint_id, minute, tenant, outcome, http_status, status_class)
+SETTINGS index_granularity = 1024
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0)
+CREATE MATERIALIZED VIEW IF NOT EXISTS audit_sqlcheck.attempts_minute_mv TO audit_sqlcheck.attempts_minute
+AS SELECT
+    tenant,
+    endpoint_id,
+    toStartOfMinute(attempted_at) AS minute,
+    outcome,
+    http_status,
+    toUInt8(intDiv(http_status, 100)) AS status_class,
+    uniqExactState(attempt_id) AS attempts,
+    quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
+    maxState(attempted_at) AS last_attempt_at
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class
+;
+
+-- Rows stored before this migration (uniqExact makes a repeat harmless).
+INSERT INTO audit_sqlcheck.attempts_minute
+SELECT
+    tenant,
+    endpoint_id,
+    toStartOfMinute(attempted_at) AS minute,
+    outcome,
+    http_status,
+    toUInt8(intDiv(http_status, 100)) AS status_class,
+    uniqExactState(attempt_id) AS attempts,
+    quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
+    maxState(attempted_at) AS last_attempt_at
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class
+;
+
+-- first_attempt_at/first_attempt_ms: when the delivery's attempt 1 was made
+-- (audit.Attempt.FirstAttemptAt, set by the dispatcher from the delivery's
+-- metadata); 0 on rows written before this migration and on fan-out's
+-- not-sent rows. ADD COLUMN keeps old parts readable (they read 0).
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN first_attempt_at DateTime('UTC')
+;
+
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN first_attempt_ms UInt16
+;
+
+-- attempts_by_number: per tenant, endpoint, UTC hour, attempt number and
+-- outcome, the distinct deliveries (uniqExact of delivery_id: exact under
+-- retried inserts) and, for the time from a delivery's first attempt to
+-- this attempt, quantilesTDigest states in ms (approximate; read them on
+-- outcome = 'delivered' rows for time to success). Rows without
+-- first_attempt_at add nothing to the time states.
+CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_by_number
+(
+    tenant         String,
+    endpoint_id    String,
+    hour           DateTime('UTC'),
+    attempt_number UInt16,
+    outcome        String,
+    deliveries     AggregateFunction(uniqExact, String),
+    since_first_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8)
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMMDD(hour)
+ORDER BY (endpoint_id, hour, tenant, attempt_number, outcome)
+SETTINGS index_granularity = 1024
+;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS audit_sqlcheck.attempts_by_number_mv TO audit_sqlcheck.attempts_by_number
+AS SELECT
+    tenant,
+    endpoint_id,
+    toStartOfHour(attempted_at) AS hour,
+    attempt_number,
+    outcome,
+    uniqExactState(delivery_id) AS deliveries,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(
+        toUInt64(greatest((toUInt64(attempted_at) * 1000 + attempted_ms) - (toUInt64(first_attempt_at) * 1000 + first_attempt_ms), 0)),
+        toUInt8(first_attempt_at > 0 AND attempted_at >= first_attempt_at)) AS since_first_ms
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
+;
+
+-- Rows stored before this migration (their first_attempt_at is 0).
+INSERT INTO audit_sqlcheck.attempts_by_number
+SELECT
+    tenant,
+    endpoint_id,
+    toStartOfHour(attempted_at) AS hour,
+    attempt_number,
+    outcome,
+    uniqExactState(delivery_id) AS deliveries,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(toUInt64(0), toUInt8(0)) AS since_first_ms
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
+;
+
+-- attempt_ids: an index of the delivery log by the ids it is searched by
+-- (id_kind 1 event_id, 2 webhook_id, 3 delivery_id), kept on insert by
+-- attempt_ids_mv. Log with an EventID, WebhookID or DeliveryID filter reads
+-- the seconds the id's attempts were made at here first, then only those
+-- seconds of the endpoint's key range in attempts (instead of every day
+-- partition of the endpoint). ReplacingMergeTree: a repeated insert
+-- collapses like the attempts table's; readers only take DISTINCT times.
+CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempt_ids
+(
+    endpoint_id  String,
+    id_kind      UInt8,
+    id           String,
+    attempted_at DateTime('UTC'),
+    attempt_id   String
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMMDD(attempted_at)
+ORDER BY (endpoint_id, id_kind, id, attempted_at, attempt_id)
+SETTINGS index_granularity = 8192
+;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS audit_sqlcheck.attempt_ids_mv TO audit_sqlcheck.attempt_ids
+AS SELECT endpoint_id, k.1 AS id_kind, k.2 AS id, attempted_at, attempt_id
+FROM audit_sqlcheck.attempts
+ARRAY JOIN [(toUInt8(1), event_id), (toUInt8(2), webhook_id), (toUInt8(3), delivery_id)] AS k
+;
+
+-- Rows stored before this migration.
+INSERT INTO audit_sqlcheck.attempt_ids
+SELECT endpoint_id, k.1 AS id_kind, k.2 AS id, attempted_at, attempt_id
+FROM audit_sqlcheck.attempts
+ARRAY JOIN [(toUInt8(1), event_id), (toUInt8(2), webhook_id), (toUInt8(3), delivery_id)] AS k
+;
+
+INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
+('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0),
+('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0),
+('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0),
+('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0)
+;
+
+INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
+('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0),
+('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0),
+('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0),
+('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0)
 ;
 
 -- check: log
 -- expect: a-6 | c-8 | c-7 | a-4 | a-3 | a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -102,7 +263,7 @@ LIMIT 100
 
 -- check: log_limit
 -- expect: a-6 | c-8 | c-7
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -112,7 +273,7 @@ LIMIT 3
 
 -- check: log_event_delivery
 -- expect: a-1
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND event_id = 'evt-1'
@@ -124,7 +285,7 @@ LIMIT 100
 
 -- check: log_outcomes_since
 -- expect: a-4 | a-3
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND outcome IN ('retry_scheduled', 'failed')
@@ -136,7 +297,7 @@ LIMIT 100
 
 -- check: log_before
 -- expect: a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND attempted_at <= 1740830400 AND (attempted_at < 1740830400 OR attempted_ms < 251 OR (attempted_ms = 251 AND attempt_id < 'a-3'))
@@ -147,7 +308,7 @@ LIMIT 100
 
 -- check: log_quoting
 -- expect: q-1
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'it\'s \\ ep'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -157,7 +318,7 @@ LIMIT 100
 
 -- check: log_tenant
 -- expect: a-6 | a-4 | a-3 | a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = 't1'
@@ -168,7 +329,7 @@ LIMIT 100
 
 -- check: log_tenant_other
 -- expect: c-7
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = 't2'
@@ -179,7 +340,7 @@ LIMIT 100
 
 -- check: log_no_tenant
 -- expect: c-8
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = ''
@@ -279,6 +440,62 @@ GROUP BY endpoint_id
 ORDER BY endpoint_id
 ;
 
+-- check: stats_minute
+-- expect: 1740783600	1	1	0	0	50	50 | 1740830400	4	2	2	0	30	40 | 1740960000	1	0	0	0	0	0
+SELECT start, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
+SELECT toUInt32(minute) AS start,
+  uniqExactMerge(attempts) AS n_attempts,
+  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
+  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
+  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM audit_sqlcheck.attempts_minute
+WHERE endpoint_id = 'ep-1'
+  AND tenant = 't1'
+  AND minute >= 1740744000 AND minute < 1741003201
+GROUP BY start
+ORDER BY start
+)
+;
+
+-- check: stats_hour_all_tenants
+-- expect: 1740783600	1	1	0	0	50	50 | 1740830400	6	3	2	0	30	70 | 1740960000	1	0	0	0	0	0
+SELECT start, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
+SELECT toUInt32(toStartOfHour(minute)) AS start,
+  uniqExactMerge(attempts) AS n_attempts,
+  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
+  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
+  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM audit_sqlcheck.attempts_minute
+WHERE endpoint_id = 'ep-1'
+  AND minute >= 1740744000 AND minute < 1741003201
+GROUP BY start
+ORDER BY start
+)
+;
+
+-- check: endpoint_totals
+-- expect: ep-1	1740830400	5	3	2	0	30	50 | ep-2	1740830402	1	1	0	0	7	7
+SELECT endpoint_id, last, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
+SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last,
+  uniqExactMerge(attempts) AS n_attempts,
+  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
+  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
+  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM audit_sqlcheck.attempts_minute
+WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
+  AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
+  AND minute >= 1740744000 AND minute < 1740834001
+GROUP BY endpoint_id
+ORDER BY endpoint_id
+)
+;
+
 -- check: drop_partition
 -- expect: 
 ALTER TABLE audit_sqlcheck.attempts DROP PARTITION ID '20250228'
@@ -289,5 +506,27 @@ ALTER TABLE audit_sqlcheck.attempts DROP PARTITION ID '20250228'
 SELECT count()
 FROM audit_sqlcheck.attempts FINAL
 WHERE 1
+;
+
+-- requires: ttl
+ALTER TABLE audit_sqlcheck.attempts MODIFY TTL attempted_at + INTERVAL 2592000 SECOND
+;
+
+-- requires: ttl
+ALTER TABLE audit_sqlcheck.attempts_minute MODIFY TTL minute + INTERVAL 2592000 SECOND
+;
+
+-- requires: ttl
+ALTER TABLE audit_sqlcheck.attempts_by_number MODIFY TTL hour + INTERVAL 2592000 SECOND
+;
+
+-- requires: ttl
+ALTER TABLE audit_sqlcheck.attempt_ids MODIFY TTL attempted_at + INTERVAL 2592000 SECOND
+;
+
+-- requires: ttl
+-- check: ttl_set
+-- expect: attempt_ids | attempts | attempts_by_number | attempts_minute
+SELECT name FROM system.tables WHERE database = 'audit_sqlcheck' AND create_table_query LIKE '%TTL %' ORDER BY name
 ;
 
