@@ -38,7 +38,7 @@ func main() {
 		// An explicitly empty flag is an error, naming the flag (issue 8, item 8).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyFlags(cmd.Flags()) },
 	}
-	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd())
+	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd(), deliveriesCmd())
 	if err := root.ExecuteContext(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "hookrelay:", err)
 		os.Exit(1)

@@ -36,6 +36,9 @@ type Resender struct {
 	cl         *kgo.Client
 	dlq        string
 	deliveries string
+	// deliveriesTopic, when set, overrides deliveries: the newest
+	// deliveries generation (SetDeliveriesTopic)
+	deliveriesTopic func() string
 }
 
 // NewResender returns a Resender reading dlq and producing to deliveries
@@ -47,6 +50,11 @@ func NewResender(clientOpts []kgo.Opt, dlq, deliveries string) (*Resender, error
 	}
 	return &Resender{opts: clientOpts, cl: cl, dlq: dlq, deliveries: deliveries}, nil
 }
+
+// SetDeliveriesTopic makes each resend go to f's answer (the newest
+// deliveries generation, pipeline.Generations.DeliveriesTopic) instead of
+// the deliveries topic given to NewResender. Call it before use.
+func (s *Resender) SetDeliveriesTopic(f func() string) { s.deliveriesTopic = f }
 
 // Close closes the Resender's client.
 func (s *Resender) Close() { s.cl.Close() }
@@ -202,7 +210,11 @@ func (s *Resender) resend(ctx context.Context, e *endpoints.Endpoint, rec *kgo.R
 	m.DeliveryID, m.Attempt, m.EventTime, m.Incarnation = id, 1, time.Now().UTC(), e.Incarnation
 	m.DueAt, m.FirstAttemptAt, m.PauseUntil, m.LastError, m.Parks, m.History, m.Reason = time.Time{}, time.Time{}, time.Time{}, "", 0, nil, ""
 	hs := append(m.Headers(), kgo.RecordHeader{Key: HeaderResend, Value: []byte(id)})
-	out := &kgo.Record{Topic: s.deliveries, Key: []byte(e.ID), Value: rec.Value, Headers: hs}
+	topic := s.deliveries
+	if s.deliveriesTopic != nil {
+		topic = s.deliveriesTopic()
+	}
+	out := &kgo.Record{Topic: topic, Key: []byte(e.ID), Value: rec.Value, Headers: hs}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return "", m, fmt.Errorf("api: produce resend: %w", err)
 	}

@@ -1,0 +1,159 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// GenerationGate says when a process starts the dispatchers of a new
+// deliveries generation.
+type GenerationGate struct {
+	// Drained reports whether generation gen's dispatcher group has
+	// consumed its topic to the end ([Drained] in production). Required.
+	Drained func(ctx context.Context, gen Generation) (bool, error)
+	// Grace is the least time between this process reading a generation's
+	// switch record and starting its dispatchers: the other processes'
+	// producers read the record in that time (the view follows the topic
+	// with a 250 ms fetch wait), so "drained" is not judged while one of
+	// them still writes to the old generation. Optional. Default 500ms.
+	Grace time.Duration
+	// MaxWait bounds the wait for the previous generation to drain: past
+	// it the new generation's dispatchers start anyway, and an endpoint
+	// with deliveries still in the old generation is served from both for
+	// a while (its in-flight cap and rate apply per generation then).
+	// Optional. Default 30s (the hold of a delivery due within the
+	// smallest tier, and MaxQueueWait, are below it by default).
+	MaxWait time.Duration
+	// Interval between two drain checks. Optional. Default 200ms.
+	Interval time.Duration
+	// Now is the clock. Optional. Default time.Now.
+	Now func() time.Time
+	// Logger. Optional. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (g *GenerationGate) defaults() {
+	if g.Grace == 0 {
+		g.Grace = 500 * time.Millisecond
+	}
+	if g.MaxWait == 0 {
+		g.MaxWait = 30 * time.Second
+	}
+	if g.Interval == 0 {
+		g.Interval = 200 * time.Millisecond
+	}
+	if g.Now == nil {
+		g.Now = time.Now
+	}
+	if g.Logger == nil {
+		g.Logger = slog.Default()
+	}
+}
+
+// RunGenerations runs run(ctx, gen) for every live (not retired)
+// generation of gens, each in its own goroutine, until ctx ends; it waits
+// for them all before it returns, and returns nil (run's errors are run's
+// to handle: cmd/hookrelay passes a supervised dispatcher). The oldest live
+// generation starts at once; a newer one once the live generation before
+// it is drained, no sooner than gate.Grace after this process first saw
+// it, or at gate.MaxWait after that whatever the drain. A generation that
+// becomes retired has its run's context cancelled. onStart, if not nil, is
+// called when a generation's run starts, with how long it was gated
+// (metrics and the log).
+func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate, run func(context.Context, Generation) error, onStart func(Generation, time.Duration)) error {
+	gate.defaults()
+	type running struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	live := map[int]*running{}
+	seen := map[int]time.Time{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, r := range live {
+			r.cancel()
+		}
+		wg.Wait()
+	}()
+	start := func(gen Generation, gated time.Duration) {
+		rctx, cancel := context.WithCancel(ctx)
+		r := &running{cancel: cancel, done: make(chan struct{})}
+		live[gen.N] = r
+		wg.Add(1)
+		go func() { // owner: RunGenerations, which waits on wg
+			defer wg.Done()
+			defer close(r.done)
+			_ = run(rctx, gen)
+		}()
+		gate.Logger.Info("deliveries generation: dispatchers started", "generation", gen.N, "topic", gen.Topic, "gated", gated.String())
+		if onStart != nil {
+			onStart(gen, gated)
+		}
+	}
+	for {
+		changed := gens.Changed()
+		now := gate.Now()
+		var prev *Generation
+		pending := false
+		for _, gen := range gens.All() {
+			if !gen.RetiredAt.IsZero() {
+				if r := live[gen.N]; r != nil {
+					r.cancel()
+					<-r.done
+					delete(live, gen.N)
+					gate.Logger.Info("deliveries generation retired: dispatchers stopped", "generation", gen.N, "topic", gen.Topic)
+				}
+				continue
+			}
+			if _, ok := seen[gen.N]; !ok {
+				seen[gen.N] = now
+			}
+			if live[gen.N] == nil {
+				waited := now.Sub(seen[gen.N])
+				switch {
+				case prev == nil:
+					start(gen, 0)
+				case live[prev.N] == nil:
+					pending = true // the one before has not started yet
+				case waited >= gate.MaxWait:
+					gate.Logger.Warn("deliveries generation: the previous one did not drain in time; starting anyway (its endpoints are served from both for a while)",
+						"generation", gen.N, "previous", prev.N, "waited", waited.String())
+					start(gen, waited)
+				case waited < gate.Grace:
+					pending = true
+				default:
+					ok, err := gate.Drained(ctx, *prev)
+					if err != nil && ctx.Err() == nil {
+						gate.Logger.Warn("deliveries generation: drain check failed", "generation", prev.N, "err", err)
+					}
+					if ok {
+						start(gen, gate.Now().Sub(seen[gen.N]))
+					} else {
+						pending = true
+					}
+				}
+			}
+			g := gen
+			prev = &g
+		}
+		var tick <-chan time.Time
+		var t *time.Timer
+		if pending {
+			t = time.NewTimer(gate.Interval)
+			tick = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-tick:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
