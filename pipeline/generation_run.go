@@ -52,24 +52,30 @@ func (g *GenerationGate) defaults() {
 	}
 }
 
-// RunGenerations runs run(ctx, gen) for every live (not retired)
+// RunGenerations runs run(ctx, gen, hold) for every live (not retired)
 // generation of gens, each in its own goroutine, until ctx ends; it waits
 // for them all before it returns, and returns nil (run's errors are run's
-// to handle: cmd/hookrelay passes a supervised dispatcher). The oldest live
-// generation starts at once; a newer one once the live generation before
-// it is drained, no sooner than gate.Grace after this process first saw
-// it, or at gate.MaxWait after that whatever the drain. A generation that
-// becomes retired has its run's context cancelled. onStart, if not nil, is
-// called when a generation's run starts, with how long it was gated
-// (metrics and the log).
-func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate, run func(context.Context, Generation) error, onStart func(Generation, time.Duration)) error {
+// to handle: cmd/hookrelay passes a supervised dispatcher). Every run
+// starts as soon as its generation is known, so all processes' dispatchers
+// join the new generation's group while the old one drains (no rebalance,
+// and no duplicate of what a first joiner delivered, when the gate opens);
+// run must take no delivery until hold is closed
+// ([DispatcherOptions.Hold]). The oldest live generation's hold is closed
+// at once; a newer one's once the live generation before it is drained, no
+// sooner than gate.Grace after this process first saw it, or at
+// gate.MaxWait after that whatever the drain. A generation that becomes
+// retired has its run's context cancelled. onOpen, if not nil, is called
+// when a generation's hold is closed, with how long it was held.
+func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate, run func(context.Context, Generation, <-chan struct{}) error, onOpen func(Generation, time.Duration)) error {
 	gate.defaults()
 	type running struct {
 		cancel context.CancelFunc
 		done   chan struct{}
+		hold   chan struct{}
+		open   bool
+		seen   time.Time
 	}
 	live := map[int]*running{}
-	seen := map[int]time.Time{}
 	var wg sync.WaitGroup
 	defer func() {
 		for _, r := range live {
@@ -77,29 +83,24 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 		}
 		wg.Wait()
 	}()
-	start := func(gen Generation, gated time.Duration) {
-		rctx, cancel := context.WithCancel(ctx)
-		r := &running{cancel: cancel, done: make(chan struct{})}
-		live[gen.N] = r
-		wg.Add(1)
-		go func() { // owner: RunGenerations, which waits on wg
-			defer wg.Done()
-			defer close(r.done)
-			_ = run(rctx, gen)
-		}()
-		gate.Logger.Info("deliveries generation: dispatchers started", "generation", gen.N, "topic", gen.Topic, "gated", gated.String())
-		if onStart != nil {
-			onStart(gen, gated)
+	open := func(gen Generation, r *running, held time.Duration) {
+		r.open = true
+		close(r.hold)
+		gate.Logger.Info("deliveries generation: dispatchers take deliveries", "generation", gen.N, "topic", gen.Topic, "held", held.String())
+		if onOpen != nil {
+			onOpen(gen, held)
 		}
 	}
 	for {
 		changed := gens.Changed()
 		now := gate.Now()
-		var prev *Generation
+		var prev *running
+		var prevGen Generation
 		pending := false
 		for _, gen := range gens.All() {
+			r := live[gen.N]
 			if !gen.RetiredAt.IsZero() {
-				if r := live[gen.N]; r != nil {
+				if r != nil {
 					r.cancel()
 					<-r.done
 					delete(live, gen.N)
@@ -107,36 +108,41 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 				}
 				continue
 			}
-			if _, ok := seen[gen.N]; !ok {
-				seen[gen.N] = now
+			if r == nil {
+				rctx, cancel := context.WithCancel(ctx)
+				r = &running{cancel: cancel, done: make(chan struct{}), hold: make(chan struct{}), seen: now}
+				live[gen.N] = r
+				wg.Add(1)
+				go func(gen Generation, r *running) { // owner: RunGenerations, which waits on wg
+					defer wg.Done()
+					defer close(r.done)
+					_ = run(rctx, gen, r.hold)
+				}(gen, r)
 			}
-			if live[gen.N] == nil {
-				waited := now.Sub(seen[gen.N])
+			if !r.open {
+				held := now.Sub(r.seen)
 				switch {
 				case prev == nil:
-					start(gen, 0)
-				case live[prev.N] == nil:
-					pending = true // the one before has not started yet
-				case waited >= gate.MaxWait:
-					gate.Logger.Warn("deliveries generation: the previous one did not drain in time; starting anyway (its endpoints are served from both for a while)",
-						"generation", gen.N, "previous", prev.N, "waited", waited.String())
-					start(gen, waited)
-				case waited < gate.Grace:
+					open(gen, r, 0)
+				case !prev.open || held < gate.Grace:
 					pending = true
+				case held >= gate.MaxWait:
+					gate.Logger.Warn("deliveries generation: the previous one did not drain in time; taking deliveries anyway (its endpoints are served from both for a while)",
+						"generation", gen.N, "previous", prevGen.N, "held", held.String())
+					open(gen, r, held)
 				default:
-					ok, err := gate.Drained(ctx, *prev)
+					ok, err := gate.Drained(ctx, prevGen)
 					if err != nil && ctx.Err() == nil {
-						gate.Logger.Warn("deliveries generation: drain check failed", "generation", prev.N, "err", err)
+						gate.Logger.Warn("deliveries generation: drain check failed", "generation", prevGen.N, "err", err)
 					}
 					if ok {
-						start(gen, gate.Now().Sub(seen[gen.N]))
+						open(gen, r, gate.Now().Sub(r.seen))
 					} else {
 						pending = true
 					}
 				}
 			}
-			g := gen
-			prev = &g
+			prev, prevGen = r, gen
 		}
 		var tick <-chan time.Time
 		var t *time.Timer
@@ -155,5 +161,15 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+}
+
+// isClosed reports whether ch is closed (it is never sent on).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -166,10 +166,10 @@ func withGenerations(cmd *cobra.Command, fn func(context.Context, *config, *kgo.
 // (built at start); the first generation this process runs reports the
 // pipeline's readiness, the later ones only their restarts.
 func runGenerations(ctx context.Context, cfg *config, gens *pipeline.Generations, admin *kgo.Client, topics pipeline.Topics,
-	first *pipeline.Dispatcher, newDispatcher func(pipeline.Generation) (*pipeline.Dispatcher, error),
+	first *pipeline.Dispatcher, newDispatcher func(pipeline.Generation, <-chan struct{}) (*pipeline.Dispatcher, error),
 	ready *readiness, supervise func(string) pipeline.SuperviseOptions, meter metric.Meter, log *slog.Logger) error {
-	gated, err := meter.Float64Histogram("hookrelay.generation.gated",
-		metric.WithDescription("Seconds a new deliveries generation's dispatchers waited for the previous generation to drain (the pause of its endpoints' new deliveries)."),
+	gated, err := meter.Float64Histogram("hookrelay.generation.held",
+		metric.WithDescription("Seconds a new deliveries generation's dispatchers were held while the previous generation drained (the pause of its endpoints' new deliveries)."),
 		metric.WithUnit("s"))
 	if err != nil {
 		return err
@@ -182,11 +182,11 @@ func runGenerations(ctx context.Context, cfg *config, gens *pipeline.Generations
 		},
 		Logger: log,
 	}
-	run := func(rctx context.Context, gen pipeline.Generation) error {
+	run := func(rctx context.Context, gen pipeline.Generation, hold <-chan struct{}) error {
 		d := first
 		if gen.N != 1 || d == nil {
 			var err error
-			if d, err = newDispatcher(gen); err != nil {
+			if d, err = newDispatcher(gen, hold); err != nil {
 				log.Error("deliveries generation: dispatcher not built", "generation", gen.N, "err", err)
 				return err
 			}

@@ -151,7 +151,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// Run creates and closes its own session, so a supervisor can run it
 	// again after a non-fatal error.
 	var dispatcher *pipeline.Dispatcher // generation 1's, built at start so invalid options fail it
-	var newDispatcher func(pipeline.Generation) (*pipeline.Dispatcher, error)
+	var newDispatcher func(pipeline.Generation, <-chan struct{}) (*pipeline.Dispatcher, error)
 	if cfg.Roles["dispatch"] {
 		// Keep-alive connections: up to 64 idle per endpoint host (an
 		// endpoint's max_in_flight rarely exceeds it) and no total cap, so
@@ -185,7 +185,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// names it always had; generation n > 1 appends ".g<n>" to the
 		// group, the transactional ID's stage and the static member ID's.
 		attemptLog := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts)
-		newDispatcher = func(gen pipeline.Generation) (*pipeline.Dispatcher, error) {
+		newDispatcher = func(gen pipeline.Generation, hold <-chan struct{}) (*pipeline.Dispatcher, error) {
 			stage := pipeline.GenerationGroup("dispatch", gen.N)
 			t := topics
 			t.Deliveries = gen.Topic
@@ -199,13 +199,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 				Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
 				Attempts:        attemptLog,
 				Policy:          policy,
+				Hold:            hold,
 				EndpointBacklog: cfg.EndpointBuffer,
 				Health:          pipeline.HealthOptions{DisableAfter: cfg.DisableAfter, FailingNotifyAt: cfg.FailingNotify},
 				Meter:           meter,
 				Logger:          log.With("generation", gen.N),
 			})
 		}
-		dispatcher, err = newDispatcher(pipeline.Generation{N: 1, Topic: topics.Deliveries})
+		dispatcher, err = newDispatcher(pipeline.Generation{N: 1, Topic: topics.Deliveries}, nil)
 		if err != nil {
 			return err
 		}
