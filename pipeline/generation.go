@@ -354,6 +354,9 @@ func Drained(ctx context.Context, cl *kgo.Client, group, topic string) (Drain, e
 	if err == nil {
 		err = resp.Error()
 	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		resp, err = nil, nil // no commit yet: from the log start
+	}
 	if err != nil {
 		return Drain{}, fmt.Errorf("offsets of group %s: %w", group, err)
 	}
