@@ -98,7 +98,7 @@ func TestGrowDeliveriesUnderLoad(t *testing.T) {
 		}
 		return len(ok)
 	}
-	eventually(t, 180*time.Second, "every delivery at every endpoint", func() (bool, string) {
+	eventually(t, 300*time.Second, "every delivery at every endpoint", func() (bool, string) {
 		var short []string
 		for _, id := range ids {
 			if d := delivered(id); d < want {
