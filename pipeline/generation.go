@@ -169,24 +169,26 @@ func (g *Generations) Run(ctx context.Context) error {
 		return Fatal(fmt.Errorf("pipeline: generations client: %w", err))
 	}
 	defer cl.Close()
-	end := int64(-1)
+	end := g.endOffset(ctx, cl)
+	if end == 0 {
+		g.once.Do(func() { close(g.ready) })
+	}
+	started := time.Now()
 	for {
-		if end < 0 {
-			end = g.endOffset(ctx, cl)
-		}
-		next := int64(-1)
-		if end == 0 {
-			g.once.Do(func() { close(g.ready) })
-		}
-		fs := cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
 		}
+		next := int64(-1)
 		fs.EachRecord(func(r *kgo.Record) {
 			g.apply(r)
 			next = r.Offset + 1
 		})
-		if end > 0 && next >= end {
+		// Caught up at the start's end offset; or, should the last offsets
+		// hold no record (compacted away), after 10 s without records.
+		if next >= end || (fs.NumRecords() == 0 && time.Since(started) > 10*time.Second) {
 			g.once.Do(func() { close(g.ready) })
 		}
 	}
@@ -253,14 +255,16 @@ func writeGeneration(ctx context.Context, cl *kgo.Client, t Topics, gen Generati
 }
 
 // GrowDeliveries starts a new generation of the deliveries topic with
-// partitions partitions (more than the newest generation's): it creates
-// the topic (7 d retention, like the deliveries topic, with l's
-// replication settings resolved by [ReplicationFor]) and then writes the
-// generation's record, the switch: from the moment each process reads it,
-// its producers send new deliveries to the new topic. cl must produce with
-// acks=all to partition 0 as given (a manual partitioner is not needed:
-// the record names its partition). An error before the record is written
-// leaves at most an unused topic (a retry with the same count reuses it).
+// partitions partitions (more than the newest generation's, gens as read
+// by [ReadGenerations]): it creates the topic (7 d retention, like the
+// deliveries topic, with l's replication settings resolved by
+// [ReplicationFor]), waits until it is in the metadata, and then writes
+// the generation's record, the switch: from the moment each process reads
+// it, its producers send new deliveries to the new topic. cl should produce
+// with acks=all (the generations topic has one partition). An error before
+// the record is written leaves at most an unused topic, which a retry with
+// the same count reuses. Not safe to run twice at once (two grows may
+// both write generation n+1; the later record wins).
 func GrowDeliveries(ctx context.Context, cl *kgo.Client, t Topics, gens []Generation, partitions int32, l TopicLayout) (Generation, error) {
 	cur := gens[len(gens)-1]
 	adm := kadm.NewClient(cl)
@@ -360,6 +364,13 @@ func Drained(ctx context.Context, cl *kgo.Client, group, topic string) (Drain, e
 	if err != nil {
 		return Drain{}, fmt.Errorf("offsets of group %s: %w", group, err)
 	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return Drain{}, fmt.Errorf("start offsets of %s: %w", topic, err)
+	}
 	var d Drain
 	gaps := map[int32]kgo.Offset{}
 	until := map[int32]int64{}
@@ -367,13 +378,11 @@ func Drained(ctx context.Context, cl *kgo.Client, group, topic string) (Drain, e
 		if s, ok := stable.Lookup(topic, e.Partition); ok && s.Offset < e.Offset {
 			d.Open++
 		}
-		var from int64
+		var from int64 // no commit: from the log start
 		if c, ok := resp.Lookup(topic, e.Partition); ok && c.At >= 0 {
 			from = c.At
-		} else if st, err := adm.ListStartOffsets(ctx, topic); err == nil {
-			if so, ok := st.Lookup(topic, e.Partition); ok {
-				from = so.Offset
-			}
+		} else if so, ok := starts.Lookup(topic, e.Partition); ok {
+			from = so.Offset
 		}
 		if from < e.Offset {
 			gaps[e.Partition] = kgo.NewOffset().At(from)
