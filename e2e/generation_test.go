@@ -60,6 +60,19 @@ func TestGrowDeliveriesUnderLoad(t *testing.T) {
 	eventually(t, 180*time.Second, "deliveries flowing before the move", func() (bool, string) {
 		return total() >= 500, fmt.Sprintf("%d requests", total())
 	})
+	// At least 12 s of flow before the move, so the pause has a baseline
+	// (the longest gap in the 10 s before).
+	eventually(t, 180*time.Second, "12 s of flow before the move", func() (bool, string) {
+		var first time.Time
+		for _, id := range healthy {
+			for _, r := range recv[id].Requests() {
+				if first.IsZero() || r.Arrived.Before(first) {
+					first = r.Arrived
+				}
+			}
+		}
+		return !first.IsZero() && time.Since(first) >= 12*time.Second, fmt.Sprintf("first request %v ago", time.Since(first).Round(time.Second))
+	})
 	loadBefore := loadAvg()
 	growAt := time.Now()
 	out := h.cli("deliveries", "grow", "--partitions", "8")
