@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/pipeline/delivery"
 )
 
 // genRecord is the generations-topic record of gen.
@@ -266,5 +268,56 @@ func TestRunGenerationsGate(t *testing.T) {
 				t.Fatal("generation 2 ended with generation 1")
 			}
 		})
+	}
+}
+
+// TestDispatcherHold: a dispatcher with an open Hold joins its group but
+// attempts nothing; once Hold is closed it delivers what was waiting.
+func TestDispatcherHold(t *testing.T) {
+	c, _, topics, policy := reviewCluster(t, "dh.", 2)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := range 5 {
+		m := delivery.Meta{DeliveryID: "held-" + strconv.Itoa(i), WebhookID: "msg_h" + strconv.Itoa(i), EndpointID: "ep", Attempt: 1}
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte("ep"), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold := make(chan struct{})
+	att := newFakeAttempter()
+	d, stop := startDispatcher(t, DispatcherOptions{
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "dh.dispatch", TransactionalID: "dh.dispatch-test",
+		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", 4)}, Attempter: att, Policy: policy, Hold: hold,
+	})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-d.Joined():
+	case <-time.After(30 * time.Second): // a hang guard
+		t.Fatal("never joined")
+	}
+	// Held: many flush intervals (20 ms) pass without an attempt.
+	time.Sleep(500 * time.Millisecond) // the window in which nothing may happen
+	if n, _ := att.count("ep"); n != 0 {
+		t.Fatalf("%d attempts while held, want 0", n)
+	}
+	close(hold)
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		n, _ := att.count("ep")
+		if n == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 5 attempts after the hold ended", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the fake
 	}
 }
