@@ -105,6 +105,11 @@ type DispatcherOptions struct {
 	// it (the rule of every stage, see txnBound in txn.go).
 	// Optional. Default DefaultTransactionTimeout (10s).
 	TransactionTimeout time.Duration
+	// Hold, when not nil, keeps the dispatcher from fetching deliveries
+	// until it is closed: it joins its group and owns partitions, but
+	// takes nothing (a new deliveries generation's dispatcher while the
+	// old generation drains; see RunGenerations). Optional.
+	Hold <-chan struct{}
 	// Health configures the failing-since clock, auto-disable and the
 	// operational events (see HealthOptions). Optional; defaults there.
 	Health HealthOptions
@@ -386,9 +391,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if err := Fence(ctx, sess.Client()); err != nil && ctx.Err() == nil {
 		d.o.Logger.Warn("dispatch: not fenced at start; fenced at the first transaction instead", "err", err)
 	}
+	held := d.o.Hold != nil && !isClosed(d.o.Hold)
+	if held {
+		sess.Client().PauseFetchTopics(d.o.Topics.Deliveries)
+	}
 	for {
 		if ctx.Err() != nil {
 			return d.shutdown()
+		}
+		if held && isClosed(d.o.Hold) {
+			held = false
+			sess.Client().ResumeFetchTopics(d.o.Topics.Deliveries) // partitions paused one by one stay paused
 		}
 		pollCtx, cancel := context.WithTimeout(ctx, d.o.FlushInterval)
 		fs := sess.PollRecords(pollCtx, 10000)

@@ -60,6 +60,10 @@ type FanoutOptions struct {
 	KafkaOptions []kgo.Opt
 	// Topics names every topic. Required.
 	Topics Topics
+	// DeliveriesTopic, when set, names the deliveries topic per record
+	// instead of Topics.Deliveries: the newest deliveries generation
+	// ([Generations.DeliveriesTopic]). Optional.
+	DeliveriesTopic func() string
 	// Group is the fan-out consumer group. Optional. Default "hookrelay-fanout".
 	Group string
 	// TransactionalID of this process's fan-out producer: stable per
@@ -291,7 +295,7 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 			continue
 		}
 		out = append(out, &kgo.Record{
-			Topic:   f.o.Topics.Deliveries,
+			Topic:   f.deliveriesTopic(),
 			Key:     []byte(ep.ID),
 			Value:   body,
 			Headers: m.Headers(),
@@ -366,6 +370,14 @@ func Rematch(r *kgo.Record, ep *endpoints.Endpoint, maxEventBytes int) (delivery
 		return delivery.Meta{}, nil, false
 	}
 	return forEndpoint(m, ep), body, true
+}
+
+// deliveriesTopic is where a new delivery goes.
+func (f *Fanout) deliveriesTopic() string {
+	if f.o.DeliveriesTopic != nil {
+		return f.o.DeliveriesTopic()
+	}
+	return f.o.Topics.Deliveries
 }
 
 // DeliveryID is the ID of the delivery of one event to one endpoint: 32 hex

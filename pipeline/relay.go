@@ -68,6 +68,10 @@ type RelayOptions struct {
 	// TargetTopic receives records that are due, or due sooner than the
 	// smallest tier: the deliveries topic. Required.
 	TargetTopic string
+	// Target, when set, names the target topic per record instead of
+	// TargetTopic: the newest deliveries generation
+	// ([Generations.DeliveriesTopic]). Optional.
+	Target func() string
 	// DLQTopic receives records whose headers cannot be parsed, unchanged
 	// but for a [delivery.HeaderReason] header. Required.
 	DLQTopic string
@@ -516,6 +520,9 @@ func (r *Relay) route(st *relayPart, rec *kgo.Record, now time.Time) hop {
 	}
 	h.dueAt = m.DueAt
 	topic, kind := r.o.TargetTopic, relayToTarget
+	if r.o.Target != nil {
+		topic = r.o.Target()
+	}
 	if next, ok := r.o.Tiers.Next(m.DueAt.Sub(now)); ok {
 		topic, kind = next.Topic, relayToTier
 	}

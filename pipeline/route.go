@@ -19,8 +19,10 @@ type RetryPolicy struct {
 	schedule   retrytiers.Schedule
 	tiers      retrytiers.Tiers
 	deliveries string
-	dlq        string
-	ttl        time.Duration
+	// deliveriesTopic, when set, overrides deliveries (generations)
+	deliveriesTopic func() string
+	dlq             string
+	ttl             time.Duration
 }
 
 // DefaultQueueTTL is how old an event may be before it is no longer
@@ -144,8 +146,17 @@ func (p *RetryPolicy) hop(due, now time.Time) string {
 	if t, ok := p.tiers.Next(due.Sub(now)); ok {
 		return t.Topic
 	}
+	if p.deliveriesTopic != nil {
+		return p.deliveriesTopic()
+	}
 	return p.deliveries
 }
+
+// SetDeliveriesTopic makes the deliveries topic of a wait below the
+// smallest tier f's answer at each decision (the newest deliveries
+// generation, [Generations.DeliveriesTopic]) instead of Topics.Deliveries.
+// Call it before the policy is used; not safe concurrently with Decide.
+func (p *RetryPolicy) SetDeliveriesTopic(f func() string) { p.deliveriesTopic = f }
 
 // Park returns the delivery (key, value) moved to a tier without consuming
 // an attempt: its endpoint is backlogged or paused until until. The park

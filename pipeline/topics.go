@@ -29,6 +29,7 @@ type Topics struct {
 	Idempotency    string // <prefix>idempotency: API responses by Idempotency-Key, compacted, 24 h
 	Recoveries     string // <prefix>recoveries: API recovery records, compacted
 	Operational    string // <prefix>operational: hookrelay's own CloudEvents about endpoint health (pipeline/operational), read by fan-out
+	Generations    string // <prefix>generations: the deliveries generations after the first (generation.go), compacted
 }
 
 // NewTopics returns the topic names under prefix ("" means
@@ -50,6 +51,7 @@ func NewTopics(prefix string) Topics {
 		Idempotency:    prefix + "idempotency",
 		Recoveries:     prefix + "recoveries",
 		Operational:    prefix + "operational",
+		Generations:    prefix + "generations",
 	}
 }
 
@@ -163,6 +165,7 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, t Topics, l TopicLayout
 		{t.Recoveries, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
 		{t.Idempotency, 1, base(map[string]*string{"cleanup.policy": ptr("compact,delete"), "retention.ms": ptr("86400000")})},
 		{t.Operational, 3, base(map[string]*string{"retention.ms": &week})},
+		{t.Generations, 1, base(map[string]*string{"cleanup.policy": ptr("compact")})},
 	}
 	for _, tt := range l.TierTopics {
 		specs = append(specs, spec{tt, l.Partitions, base(retrytiers.TierTopicConfig())})

@@ -115,3 +115,11 @@ func textOf(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// Parts sums the active parts of the attempts table (system.parts): their
+// count, rows, bytes on disk and column bytes compressed and uncompressed.
+func (c *Store) Parts(ctx context.Context) (parts, rows, onDisk, compressed, uncompressed uint64, err error) {
+	err = c.conn.QueryRow(ctx, fmt.Sprintf(`SELECT count(), sum(rows), sum(bytes_on_disk), sum(data_compressed_bytes), sum(data_uncompressed_bytes)
+FROM system.parts WHERE database = '%s' AND table = 'attempts' AND active`, c.db)).Scan(&parts, &rows, &onDisk, &compressed, &uncompressed)
+	return
+}

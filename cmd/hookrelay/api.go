@@ -24,7 +24,7 @@ import (
 // role), else startAPI opens its own (no I/O until a request needs it). The
 // returned func closes what startAPI opened; call it after g.Wait.
 func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.Opt, topics pipeline.Topics,
-	view *endpoints.View, store *chstore.Store, log *slog.Logger) (func(), error) {
+	view *endpoints.View, store *chstore.Store, gens *pipeline.Generations, log *slog.Logger) (func(), error) {
 	closeStore := func() {}
 	if store == nil {
 		var err error
@@ -43,6 +43,15 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 		closeStore()
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
+	resender.SetDeliveriesTopic(gens.DeliveriesTopic, func() []api.Queue {
+		var qs []api.Queue
+		for _, gen := range gens.All() {
+			if gen.RetiredAt.IsZero() {
+				qs = append(qs, api.Queue{Topic: gen.Topic, Group: pipeline.GenerationGroup(topics.Prefix+"dispatch", gen.N)})
+			}
+		}
+		return qs
+	})
 	// The operational events of enable, disable and rotation (the pipeline's
 	// topics, Operational included, are ensured at start).
 	opsClient, err := kgo.NewClient(kopts...)

@@ -49,7 +49,7 @@ func rootCmd() *cobra.Command {
 		// An explicitly empty flag is an error, naming the flag (issue 8, item 8).
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyFlags(cmd.Flags()) },
 	}
-	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd(), recoverCmd(), dlqCmd())
+	root.AddCommand(runCmd(), migrateCmd(), endpointsCmd(), logCmd(), publishCmd(), apikeysCmd(), recoverCmd(), dlqCmd(), deliveriesCmd())
 	return root
 }
 

@@ -131,6 +131,15 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
+	// The deliveries generations (pipeline/generation.go): every producer
+	// of deliveries sends to the newest; the dispatchers run one group per
+	// live generation.
+	gens, err := pipeline.NewGenerations(pipeline.GenerationsOptions{Brokers: cfg.Brokers, KafkaOptions: kopts, Topics: topics, Logger: log})
+	if err != nil {
+		return err
+	}
+	policy.SetDeliveriesTopic(gens.DeliveriesTopic)
+
 	ready := newReadiness()
 	supervise := func(stage string) pipeline.SuperviseOptions {
 		return pipeline.SuperviseOptions{State: ready.stage(stage), Meter: meter, Logger: log}
@@ -142,7 +151,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// The dispatcher is built once, so invalid options fail the start; its
 	// Run creates and closes its own session, so a supervisor can run it
 	// again after a non-fatal error.
-	var dispatcher *pipeline.Dispatcher
+	var dispatcher *pipeline.Dispatcher // generation 1's, built at start so invalid options fail it
+	var newDispatcher func(pipeline.Generation, <-chan struct{}) (*pipeline.Dispatcher, error)
 	if cfg.Roles["dispatch"] {
 		// Keep-alive connections: up to 64 idle per endpoint host (an
 		// endpoint's max_in_flight rarely exceeds it) and no total cap, so
@@ -172,21 +182,32 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			}
 			attemptsClient.Close()
 		}()
-		dispatcher, err = pipeline.NewDispatcher(pipeline.DispatcherOptions{
-			Brokers:         cfg.Brokers,
-			KafkaOptions:    withID("dispatch"),
-			Topics:          topics,
-			Group:           topics.Prefix + "dispatch",
-			TransactionalID: topics.Prefix + "dispatch-" + cfg.InstanceID,
-			Endpoints:       view,
-			Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
-			Attempts:        pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts),
-			Policy:          policy,
-			EndpointBacklog: cfg.EndpointBuffer,
-			Health:          pipeline.HealthOptions{DisableAfter: cfg.DisableAfter, FailingNotifyAt: cfg.FailingNotify},
-			Meter:           meter,
-			Logger:          log,
-		})
+		// One dispatcher per deliveries generation: generation 1 keeps the
+		// names it always had; generation n > 1 appends ".g<n>" to the
+		// group, the transactional ID's stage and the static member ID's.
+		attemptLog := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts)
+		newDispatcher = func(gen pipeline.Generation, hold <-chan struct{}) (*pipeline.Dispatcher, error) {
+			stage := pipeline.GenerationGroup("dispatch", gen.N)
+			t := topics
+			t.Deliveries = gen.Topic
+			return pipeline.NewDispatcher(pipeline.DispatcherOptions{
+				Brokers:         cfg.Brokers,
+				KafkaOptions:    withID(stage),
+				Topics:          t,
+				Group:           topics.Prefix + stage,
+				TransactionalID: topics.Prefix + stage + "-" + cfg.InstanceID,
+				Endpoints:       view,
+				Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
+				Attempts:        attemptLog,
+				Policy:          policy,
+				Hold:            hold,
+				EndpointBacklog: cfg.EndpointBuffer,
+				Health:          pipeline.HealthOptions{DisableAfter: cfg.DisableAfter, FailingNotifyAt: cfg.FailingNotify},
+				Meter:           meter,
+				Logger:          log.With("generation", gen.N),
+			})
+		}
+		dispatcher, err = newDispatcher(pipeline.Generation{N: 1, Topic: topics.Deliveries}, nil)
 		if err != nil {
 			return err
 		}
@@ -198,6 +219,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			Brokers:         cfg.Brokers,
 			KafkaOptions:    withID("fanout"),
 			Topics:          topics,
+			DeliveriesTopic: gens.DeliveriesTopic,
 			Group:           topics.Prefix + "fanout",
 			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
 			Endpoints:       view,
@@ -219,6 +241,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			Group:           topics.Prefix + "retry-relay",
 			Tiers:           policy.Tiers(),
 			TargetTopic:     topics.Deliveries,
+			Target:          gens.DeliveriesTopic,
 			DLQTopic:        topics.DLQ,
 			TransactionalID: topics.Prefix + "retry-" + cfg.InstanceID,
 			Meter:           meter,
@@ -280,7 +303,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	})
 	// The api role: the management API (pipeline/api) on --api-addr.
 	if cfg.Roles["api"] {
-		closeAPI, err := startAPI(gctx, g, cfg, copts, topics, view, store, log)
+		closeAPI, err := startAPI(gctx, g, cfg, copts, topics, view, store, gens, log)
 		if err != nil {
 			return err
 		}
@@ -302,6 +325,13 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		g.Go(func() error { return probeKafka(gctx, admin, ready, log) })
 		g.Go(func() error { return view.Run(gctx) })
 		g.Go(func() error { return lag.Run(gctx) })
+		g.Go(func() error { return gens.Run(gctx) })
+		// No stage produces deliveries before the generations are known.
+		select {
+		case <-gens.Ready():
+		case <-gctx.Done():
+			return nil
+		}
 		if relay != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "retry-relay", relay.Run, supervise("retry-relay")) })
 		}
@@ -329,11 +359,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			return nil
 		}
 		g.Go(func() error {
-			return pipeline.Supervise(gctx, "dispatch", func(ctx context.Context) error {
-				return runDispatcher(ctx, dispatcher, ready, func() {
-					log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
-				})
-			}, supervise("dispatch"))
+			return runGenerations(gctx, cfg, gens, admin, topics, dispatcher, newDispatcher, ready, supervise, meter, log)
 		})
 		return nil
 	})

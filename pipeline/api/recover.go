@@ -299,29 +299,39 @@ func (s *Resender) candidates(ctx context.Context, e *endpoints.Endpoint, since,
 	return order, latest, err
 }
 
-// queued returns the messages of endpoint e still waiting in the
+// queued returns the messages of endpoint e still waiting in a
 // deliveries topic: keyed by e's ID at or after the dispatcher's committed
-// offset of e's partition (nil without ResenderOptions.DispatchGroup).
-// Recovery resends none of them: the dispatcher will.
+// offset of e's partition, in every live generation (nil without
+// ResenderOptions.DispatchGroup). Recovery resends none of them: the
+// dispatcher will.
 func (s *Resender) queued(ctx context.Context, e *endpoints.Endpoint) (map[string]bool, error) {
 	if s.o.DispatchGroup == "" {
 		return nil, nil
 	}
-	spans, err := s.spans(ctx, s.o.Deliveries, e.ID, time.Time{}, time.Time{})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.after(ctx, s.o.DispatchGroup, s.o.Deliveries, spans, false); err != nil {
-		return nil, err
+	queues := []Queue{{Topic: s.o.Deliveries, Group: s.o.DispatchGroup}}
+	if s.queues != nil {
+		queues = s.queues()
 	}
 	out := map[string]bool{}
-	err = s.scan(ctx, s.o.Deliveries, spans, func(r *kgo.Record) bool {
-		if string(r.Key) == e.ID {
-			out[headerOf(r, delivery.HeaderWebhookID)] = true
+	for _, q := range queues {
+		spans, err := s.spans(ctx, q.Topic, e.ID, time.Time{}, time.Time{})
+		if err != nil {
+			return nil, err
 		}
-		return true
-	})
-	return out, err
+		if err := s.after(ctx, q.Group, q.Topic, spans, false); err != nil {
+			return nil, err
+		}
+		err = s.scan(ctx, q.Topic, spans, func(r *kgo.Record) bool {
+			if string(r.Key) == e.ID {
+				out[headerOf(r, delivery.HeaderWebhookID)] = true
+			}
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // after narrows spans of topic to the part group has (before, true) or has

@@ -36,6 +36,13 @@ var errNoDLQRecord = errors.New("api: no DLQ record of the message")
 type Resender struct {
 	o  ResenderOptions
 	cl *kgo.Client
+	// deliveriesTopic, when set, overrides o.Deliveries: the newest
+	// deliveries generation (SetDeliveriesTopic)
+	deliveriesTopic func() string
+	// queues, when set, lists the live deliveries generations and their
+	// dispatcher groups, where recovery looks for what is still queued
+	// (SetDeliveriesTopic); nil: o.Deliveries and o.DispatchGroup
+	queues func() []Queue
 }
 
 // ResenderOptions configure a [Resender].
@@ -72,6 +79,19 @@ func NewResender(o ResenderOptions) (*Resender, error) {
 		return nil, err
 	}
 	return &Resender{o: o, cl: cl}, nil
+}
+
+// Queue is one deliveries topic and the dispatcher consumer group that
+// reads it (one per deliveries generation, pipeline.GenerationGroup).
+type Queue struct{ Topic, Group string }
+
+// SetDeliveriesTopic makes each resend go to newest's answer (the newest
+// deliveries generation, pipeline.Generations.DeliveriesTopic) instead of
+// the deliveries topic given to NewResender, and makes recovery look for
+// what is still queued in every queue live returns (every generation not
+// retired), not only in ResenderOptions.Deliveries. Call it before use.
+func (s *Resender) SetDeliveriesTopic(newest func() string, live func() []Queue) {
+	s.deliveriesTopic, s.queues = newest, live
 }
 
 // Close closes the Resender's client.
@@ -297,7 +317,11 @@ func (s *Resender) resend(ctx context.Context, e *endpoints.Endpoint, rec *kgo.R
 	m.DeliveryID, m.Attempt, m.EventTime, m.Incarnation = id, 1, time.Now().UTC(), e.Incarnation
 	m.DueAt, m.FirstAttemptAt, m.PauseUntil, m.LastError, m.Parks, m.History, m.Reason = time.Time{}, time.Time{}, time.Time{}, "", 0, nil, ""
 	hs := append(m.Headers(), kgo.RecordHeader{Key: HeaderResend, Value: []byte(id)})
-	out := &kgo.Record{Topic: s.o.Deliveries, Key: []byte(e.ID), Value: rec.Value, Headers: hs}
+	topic := s.o.Deliveries
+	if s.deliveriesTopic != nil {
+		topic = s.deliveriesTopic()
+	}
+	out := &kgo.Record{Topic: topic, Key: []byte(e.ID), Value: rec.Value, Headers: hs}
 	if err := s.cl.ProduceSync(ctx, out).FirstErr(); err != nil {
 		return "", m, fmt.Errorf("api: produce resend: %w", err)
 	}
