@@ -2,7 +2,8 @@
 # Installs what the project needs on a fresh machine, and only what is
 # missing, so that a second run costs about a second:
 #   apt    Debian packages: clickhouse-server, clickhouse-client, wrk, a Java
-#          17 runtime and Maven (apt-get update first, only when installing)
+#          17 runtime, Maven and openssl (apt-get update first, only when
+#          installing)
 #   kafka  the Kafka jars of deploy/local/pom.xml, via Maven, into
 #          $STATE/kafka/libs
 #   go     the Go modules of go.mod (go mod download)
@@ -27,6 +28,7 @@ deps_apt() {
 	command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 	command -v mvn >/dev/null || missing+=(maven)
 	command -v flock >/dev/null || missing+=(util-linux)
+	command -v openssl >/dev/null || missing+=(openssl) # the secured side's CA and certificates
 	((${#missing[@]})) || return 0
 	log "installing Debian packages: ${missing[*]}"
 	local sudo=

@@ -127,6 +127,14 @@ while ((${#launched[@]})); do
 	done
 	((${#launched[@]} == 0)) || sleep 0.2
 done
+# A service launched by an up.sh older than the secured side runs without it.
+for ((i = 1; i <= KAFKA_NODES; i++)); do
+	kafka_node "$i"
+	grep -q '^listeners=.*SASL_SSL' "$NODE_CONFIG" 2>/dev/null ||
+		log "WARNING: $NODE_NAME runs without the secured listener (started before it existed): make down; make up"
+done
+grep -q tcp_port_secure "$CH_CONFIG" 2>/dev/null ||
+	log "WARNING: clickhouse runs without its TLS port (started before it existed): make down; make up"
 # The SCRAM user of storage formatted before the secured side existed.
 if secure_scram_missing; then secure_scram_create; fi
 log "up: kafka $(kafka_brokers) (cluster $(kafka_cluster_id)), clickhouse 127.0.0.1:$CH_TCP_PORT"
