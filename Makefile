@@ -34,6 +34,7 @@ deps:
 	$(STACK)/deps.sh
 
 ## up: start Kafka (127.0.0.1:9092) and ClickHouse (127.0.0.1:9000), installing what they need first;
+##     with their secured side (SASL_SSL on 9096, ClickHouse TLS on 9440; settings in .local/secure/env);
 ##     KAFKA_NODES=3: Kafka is a three-node cluster (9092, 9102, 9112); deploy/local/kafka-node.sh
 ##     starts, stops or kills one node
 up:
