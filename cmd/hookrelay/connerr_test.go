@@ -1,16 +1,26 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -78,5 +88,49 @@ func TestClickHouseConfigError(t *testing.T) {
 		if got == nil || !strings.Contains(got.Error(), tc.want) {
 			t.Errorf("%s: clickhouseConfigError(%v) = %v; want it to contain %q", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestClickHouseSettings: the CA file needs secure=true in the DSN (the
+// error names the flag); with it, storeOptions carries the password and a
+// TLS configuration trusting that file only.
+func TestClickHouseSettings(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
+		BasicConstraintsValid: true, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	load := func(args ...string) (*config, error) {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		addFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return loadConfig(fs)
+	}
+	if _, err := load("--clickhouse", "clickhouse://u@h:9000/db", "--clickhouse-tls-ca", ca); err == nil ||
+		!strings.Contains(err.Error(), "--clickhouse-tls-ca (HOOKRELAY_CLICKHOUSE_TLS_CA)") || !strings.Contains(err.Error(), "secure=true") {
+		t.Errorf("CA without secure=true: %v; want an error naming --clickhouse-tls-ca and secure=true", err)
+	}
+	c, err := load("--clickhouse", "clickhouse://u@h:9440/db?secure=true", "--clickhouse-tls-ca", ca, "--clickhouse-password", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := c.storeOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Password != "pw" || o.TLS == nil || o.TLS.RootCAs == nil || o.TLS.RootCAs.Equal(x509.NewCertPool()) {
+		t.Errorf("storeOptions = password %q, TLS %+v; want pw and the CA file's pool", o.Password, o.TLS)
+	}
+	c.ClickHouseTLSCA = filepath.Join(t.TempDir(), "missing.pem")
+	if _, err := c.storeOptions(); err == nil || !strings.Contains(err.Error(), "--clickhouse-tls-ca") {
+		t.Errorf("missing CA file: %v; want an error naming --clickhouse-tls-ca", err)
 	}
 }
