@@ -41,7 +41,8 @@ func newSecureHarness(t *testing.T, c config) (*harness, *stack.SecureSide) {
 }
 
 // TestSecuredClusterEndToEnd: endpoints added with the CLI, an API key
-// created with it, hookrelay with every role, events produced, deliveries
+// created with it, hookrelay with every role, events produced (and one
+// published with the CLI), deliveries
 // made and retried, attempts logged, read with `hookrelay log` and the API:
 // all through SASL_SSL and the password user over TLS. No hookrelay command
 // gets a plaintext address.
@@ -72,12 +73,15 @@ func TestSecuredClusterEndToEnd(t *testing.T) {
 	key := h.apiKey("--tenant", tenant)
 	p := h.start("sec-1")
 
+	// n-1 events from the test's producer, one with `hookrelay publish`.
 	const n = 10
 	var evs []cloudEvent
 	for i := range n {
 		evs = append(evs, cloudEvent{ID: h.name(fmt.Sprintf("ev-%d", i)), Source: "/billing", Type: "invoice.paid", Tenant: tenant, Data: map[string]any{"n": i}})
 	}
-	h.produce(h.events(evs)...)
+	h.produce(h.events(evs[:n-1])...)
+	last := evs[n-1]
+	h.cli("publish", "--id", last.ID, "--source", last.Source, "--type", last.Type, "--tenant", tenant, "--data", `{"n":9}`)
 
 	// Every event once at each endpoint (the flaky one after a retry), signed.
 	eventually(t, 90*time.Second, "every event delivered to both endpoints", func() (bool, string) {
