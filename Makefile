@@ -145,8 +145,8 @@ image:
 clean:
 	rm -rf bin
 
-## reset: stop the stack and wipe its data and logs (keeps the downloaded jars)
+## reset: stop the stack and wipe its data and logs (keeps the downloaded jars and the secured side's CA, certificate and passwords in .local/secure)
 reset: down
 	rm -rf $(STATE)/kafka/data $(STATE)/kafka/server.properties $(STATE)/kafka/cluster-id \
-		$(STATE)/kafka/node-[0-9] $(STATE)/kafka/cluster.id $(STATE)/kafka/cluster.size \
+		$(STATE)/kafka/node-[0-9] $(STATE)/kafka/cluster.id $(STATE)/kafka/cluster.size $(STATE)/kafka/scram-* \
 		$(STATE)/clickhouse $(STATE)/logs $(STATE)/pids
