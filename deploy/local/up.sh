@@ -14,6 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 lock
 mkdir -p "$STATE/pids" "$STATE/logs"
+# The secured side's CA, certificate, passwords and client settings (made
+# once; every service below and the SCRAM user need them).
+secure_material
 
 # Per service: how to check it, find its pid, and which logs to name. Each
 # Kafka node is a service ("kafka" alone, or kafka-1 ... kafka-N).
