@@ -34,6 +34,7 @@ deps:
 	$(STACK)/deps.sh
 
 ## up: start Kafka (127.0.0.1:9092) and ClickHouse (127.0.0.1:9000), installing what they need first;
+##     with their secured side (SASL_SSL on 9096, ClickHouse TLS on 9440; settings in .local/secure/env);
 ##     KAFKA_NODES=3: Kafka is a three-node cluster (9092, 9102, 9112); deploy/local/kafka-node.sh
 ##     starts, stops or kills one node
 up:
@@ -144,8 +145,8 @@ image:
 clean:
 	rm -rf bin
 
-## reset: stop the stack and wipe its data and logs (keeps the downloaded jars)
+## reset: stop the stack and wipe its data and logs (keeps the downloaded jars and the secured side's CA, certificate and passwords in .local/secure)
 reset: down
 	rm -rf $(STATE)/kafka/data $(STATE)/kafka/server.properties $(STATE)/kafka/cluster-id \
-		$(STATE)/kafka/node-[0-9] $(STATE)/kafka/cluster.id $(STATE)/kafka/cluster.size \
+		$(STATE)/kafka/node-[0-9] $(STATE)/kafka/cluster.id $(STATE)/kafka/cluster.size $(STATE)/kafka/scram-* \
 		$(STATE)/clickhouse $(STATE)/logs $(STATE)/pids

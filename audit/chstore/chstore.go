@@ -8,6 +8,7 @@ package chstore
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -46,6 +47,16 @@ type Options struct {
 	// DialTimeout bounds opening one connection. Optional. Default: the DSN's
 	// dial_timeout, else 5 s.
 	DialTimeout time.Duration
+	// Password overrides the DSN's password, so that it can come from a
+	// secret instead of the DSN. Optional. Default: the DSN's (none without
+	// one).
+	Password string
+	// TLS makes every connection use TLS with this configuration (the
+	// server's secure native port, 9440 by default), overriding the DSN's
+	// secure and skip_verify parameters; set its RootCAs to trust a private
+	// CA. Optional. Default: the DSN's (secure=true: TLS with the system
+	// roots; otherwise none).
+	TLS *tls.Config
 	// Logger receives the driver's debug logs. Optional. Default: none.
 	Logger *slog.Logger
 }
@@ -126,6 +137,12 @@ func Open(opts Options) (*Store, error) {
 		co.MaxIdleConns = co.MaxOpenConns
 	}
 	co.Logger = opts.Logger
+	if opts.Password != "" {
+		co.Auth.Password = opts.Password
+	}
+	if opts.TLS != nil {
+		co.TLS = opts.TLS.Clone()
+	}
 	// Sessions start in the user's default database: ours may not exist
 	// before Migrate, and every statement names it.
 	co.Auth.Database = ""

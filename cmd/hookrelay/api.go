@@ -28,10 +28,16 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 	closeStore := func() {}
 	if store == nil {
 		var err error
-		if store, err = chstore.Open(chstore.Options{DSN: cfg.ClickHouseDSN}); err != nil {
+		sopts, err := cfg.storeOptions()
+		if err != nil {
+			return nil, err
+		}
+		if store, err = chstore.Open(sopts); err != nil {
 			return nil, fmt.Errorf("invalid --clickhouse (HOOKRELAY_CLICKHOUSE): %w", err)
 		}
 		closeStore = func() { store.Close() }
+		own := store
+		g.Go(func() error { return checkClickHouse(gctx, own, cfg, log) })
 	}
 	keys := api.NewKeys(topics.APIKeys, kopts, log)
 	idem := api.NewIdempotency(topics.Idempotency, kopts, api.DefaultIdempotencyWindow, log)

@@ -110,7 +110,7 @@ func withKeys(cmd *cobra.Command, fn func(context.Context, *api.Keys) error) err
 	if err := pipeline.EnsureTopics(ctx, kadm.NewClient(admin), pipeline.Topics{APIKeys: topics.APIKeys}, pipeline.TopicLayout{
 		ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
 	}); err != nil {
-		return fmt.Errorf("topics: %w", err)
+		return cfg.explainKafka(fmt.Errorf("topics: %w", err))
 	}
 	keys := api.NewKeys(topics.APIKeys, kopts, nil)
 	kctx, stop := context.WithCancel(ctx)

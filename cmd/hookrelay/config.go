@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -27,32 +28,36 @@ import (
 // environment variables. A flag wins over its variable; the variable over
 // the default. Only this package reads either.
 type config struct {
-	Brokers        []string
-	TLS            bool
-	TLSCAFile      string
-	SASLMechanism  string // "", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
-	SASLUser       string
-	SASLPassword   string
-	ClickHouseDSN  string
-	TopicPrefix    string
-	Partitions     int32
-	Replication    int16
-	MinISR         int
-	InstanceID     string
-	HTTPAddr       string
-	APIAddr        string
-	AllowNetworks  []netip.Prefix
-	RetrySchedule  retrytiers.Schedule
-	QueueTTL       time.Duration
-	SessionTimeout time.Duration
-	Roles          map[string]bool
-	MaxEventBytes  int
-	EndpointBuffer int
-	InterruptGrace time.Duration
-	FanoutLinger   time.Duration // 0: none
-	LogRetention   time.Duration
-	DisableAfter   time.Duration
-	FailingNotify  []float64
+	Brokers       []string
+	TLS           bool
+	TLSCAFile     string
+	SASLMechanism string // "", PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+	SASLUser      string
+	SASLPassword  string
+	ClickHouseDSN string
+	// ClickHousePassword overrides the DSN's password ("": the DSN's);
+	// ClickHouseTLSCA is a PEM file of CAs for the DSN's secure=true.
+	ClickHousePassword string
+	ClickHouseTLSCA    string
+	TopicPrefix        string
+	Partitions         int32
+	Replication        int16
+	MinISR             int
+	InstanceID         string
+	HTTPAddr           string
+	APIAddr            string
+	AllowNetworks      []netip.Prefix
+	RetrySchedule      retrytiers.Schedule
+	QueueTTL           time.Duration
+	SessionTimeout     time.Duration
+	Roles              map[string]bool
+	MaxEventBytes      int
+	EndpointBuffer     int
+	InterruptGrace     time.Duration
+	FanoutLinger       time.Duration // 0: none
+	LogRetention       time.Duration
+	DisableAfter       time.Duration
+	FailingNotify      []float64
 }
 
 // setting is one configurable value: its flag, its environment variable, its
@@ -72,7 +77,9 @@ var settings = []setting{
 	{"kafka-sasl-mechanism", "HOOKRELAY_KAFKA_SASL_MECHANISM", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default: none)"},
 	{"kafka-sasl-user", "HOOKRELAY_KAFKA_SASL_USER", "", "Kafka SASL user"},
 	{"kafka-sasl-password", "HOOKRELAY_KAFKA_SASL_PASSWORD", "", "Kafka SASL password"},
-	{"clickhouse", "HOOKRELAY_CLICKHOUSE", "clickhouse://127.0.0.1:9000/hookrelay", "ClickHouse DSN (native protocol) with user, password and database"},
+	{"clickhouse", "HOOKRELAY_CLICKHOUSE", "clickhouse://127.0.0.1:9000/hookrelay", "ClickHouse DSN (native protocol) with user, password and database; secure=true for TLS (native TLS port, 9440 by default)"},
+	{"clickhouse-password", "HOOKRELAY_CLICKHOUSE_PASSWORD", "", "ClickHouse password, overriding the DSN's (keeps it out of the DSN, e.g. in a Secret)"},
+	{"clickhouse-tls-ca", "HOOKRELAY_CLICKHOUSE_TLS_CA", "", "PEM file of CAs to trust for ClickHouse TLS (needs secure=true in the DSN; default: system roots)"},
 	{"topic-prefix", "HOOKRELAY_TOPIC_PREFIX", pipeline.DefaultTopicPrefix, "prefix of every topic, consumer group and transactional ID"},
 	{"partitions", "HOOKRELAY_PARTITIONS", "12", "partitions of the events, deliveries, tier, attempts and dlq topics (the deliveries count is fixed once created)"},
 	{"replication-factor", "HOOKRELAY_REPLICATION_FACTOR", "0", "replication factor of created topics (0: 3 with three or more brokers, else the broker default; -1: the broker default)"},
@@ -174,6 +181,17 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	c.ClickHouseDSN = get("clickhouse")
 	if !strings.HasPrefix(c.ClickHouseDSN, "clickhouse://") && !strings.HasPrefix(c.ClickHouseDSN, "tcp://") {
 		return nil, bad("clickhouse", errors.New("must be a native-protocol DSN, clickhouse://user:password@host:9000/database"))
+	}
+	c.ClickHousePassword = get("clickhouse-password")
+	c.ClickHouseTLSCA = get("clickhouse-tls-ca")
+	if c.ClickHouseTLSCA != "" {
+		u, err := url.Parse(c.ClickHouseDSN)
+		if err != nil {
+			return nil, bad("clickhouse", err)
+		}
+		if secure, _ := strconv.ParseBool(u.Query().Get("secure")); !secure {
+			return nil, bad("clickhouse-tls-ca", errors.New("set, but the DSN (--clickhouse, HOOKRELAY_CLICKHOUSE) has no secure=true"))
+		}
 	}
 	c.TopicPrefix = get("topic-prefix")
 	if i := strings.IndexFunc(c.TopicPrefix, func(r rune) bool {
@@ -295,13 +313,9 @@ func (c *config) kafkaOpts() ([]kgo.Opt, error) {
 	if c.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.TLSCAFile != "" {
-			pem, err := os.ReadFile(c.TLSCAFile)
+			pool, err := readCAs(c.TLSCAFile)
 			if err != nil {
 				return nil, fmt.Errorf("invalid --kafka-tls-ca (HOOKRELAY_KAFKA_TLS_CA): %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("invalid --kafka-tls-ca (HOOKRELAY_KAFKA_TLS_CA): no certificate in %s", c.TLSCAFile)
 			}
 			tc.RootCAs = pool
 		}
@@ -326,4 +340,33 @@ func (c *config) clientOpts() ([]kgo.Opt, error) {
 		return nil, err
 	}
 	return append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, opts...), nil
+}
+
+// readCAs reads a PEM file of CA certificates.
+func readCAs(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no PEM certificate in %s", path)
+	}
+	return pool, nil
+}
+
+// storeOptions are the ClickHouse options of every store cmd/ opens: the
+// DSN, the password that overrides its own, and the TLS configuration of
+// --clickhouse-tls-ca (nil without it: the DSN's secure=true then uses the
+// system roots).
+func (c *config) storeOptions() (chstore.Options, error) {
+	o := chstore.Options{DSN: c.ClickHouseDSN, Password: c.ClickHousePassword}
+	if c.ClickHouseTLSCA != "" {
+		pool, err := readCAs(c.ClickHouseTLSCA)
+		if err != nil {
+			return o, fmt.Errorf("invalid --clickhouse-tls-ca (HOOKRELAY_CLICKHOUSE_TLS_CA): %w", err)
+		}
+		o.TLS = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	return o, nil
 }

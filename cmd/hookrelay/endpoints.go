@@ -481,7 +481,7 @@ func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *end
 	if !write {
 		md, err := kadm.NewClient(admin).ListTopics(ctx, topics.Endpoints)
 		if err != nil {
-			return fmt.Errorf("list topics: %w", err)
+			return cfg.explainKafka(fmt.Errorf("list topics: %w", err))
 		}
 		if !md.Has(topics.Endpoints) {
 			return fmt.Errorf("no endpoints: topic %s does not exist (wrong --topic-prefix? `hookrelay endpoints add` creates it)", topics.Endpoints)
@@ -491,7 +491,7 @@ func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *end
 		if err := pipeline.EnsureEndpointTopics(ctx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
 			ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
 		}); err != nil {
-			return fmt.Errorf("topics: %w", err)
+			return cfg.explainKafka(fmt.Errorf("topics: %w", err))
 		}
 	}
 	view, err := endpoints.NewView(endpoints.Config{Brokers: cfg.Brokers, KafkaOptions: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus})

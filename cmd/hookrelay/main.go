@@ -80,7 +80,7 @@ func migrateCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addFlags(cmd.Flags(), "clickhouse")
+	addFlags(cmd.Flags(), "clickhouse", "clickhouse-password", "clickhouse-tls-ca")
 	return cmd
 }
 
@@ -109,8 +109,15 @@ func logCmd() *cobra.Command {
 			}
 			// Read only: no migration, so a mistyped database is an error,
 			// not a new empty one.
-			store, err := chstore.New(cmd.Context(), chstore.Options{DSN: cfg.ClickHouseDSN})
+			sopts, err := cfg.storeOptions()
 			if err != nil {
+				return err
+			}
+			store, err := chstore.New(cmd.Context(), sopts)
+			if err != nil {
+				if ferr := cfg.clickhouseConfigError(err); ferr != nil {
+					return ferr
+				}
 				return fmt.Errorf("clickhouse (--clickhouse, HOOKRELAY_CLICKHOUSE): %w", err)
 			}
 			defer store.Close()
@@ -128,6 +135,6 @@ func logCmd() *cobra.Command {
 	cmd.Flags().StringVar(&event, "event", "", "only this event ID")
 	cmd.Flags().IntVar(&limit, "limit", 100, "rows to print (at most 1000)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "stream the endpoint's attempts as they are written (from the attempts topic, from now) until Ctrl-C")
-	addFlags(cmd.Flags(), "clickhouse", "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user", "kafka-sasl-password", "topic-prefix")
+	addFlags(cmd.Flags(), "clickhouse", "clickhouse-password", "clickhouse-tls-ca", "brokers", "kafka-tls", "kafka-tls-ca", "kafka-sasl-mechanism", "kafka-sasl-user", "kafka-sasl-password", "topic-prefix")
 	return cmd
 }

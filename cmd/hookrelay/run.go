@@ -110,7 +110,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// process nor the other roles.
 	var store *chstore.Store
 	if cfg.Roles["audit"] {
-		store, err = chstore.Open(chstore.Options{DSN: cfg.ClickHouseDSN})
+		sopts, err := cfg.storeOptions()
+		if err != nil {
+			return err
+		}
+		store, err = chstore.Open(sopts)
 		if err != nil {
 			return fmt.Errorf("invalid --clickhouse (HOOKRELAY_CLICKHOUSE): %w", err)
 		}
@@ -309,6 +313,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 		defer closeAPI()
 	}
+	if store != nil {
+		g.Go(func() error { return checkClickHouse(gctx, store, cfg, log) })
+	}
 	log.Info("hookrelay starting", "http", ln.Addr().String(), "brokers", cfg.Brokers, "prefix", topics.Prefix,
 		"retry_schedule", cfg.RetrySchedule.String(), "queue_ttl", cfg.QueueTTL.String())
 
@@ -316,7 +323,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		if err := ensureTopics(gctx, kadm.NewClient(admin), topics, pipeline.TopicLayout{
 			Partitions: cfg.Partitions, ReplicationFactor: cfg.Replication, MinInsyncReplicas: cfg.MinISR,
 			TierTopics: policy.Tiers().Topics(),
-		}, ready, log); err != nil {
+		}, ready, cfg.kafkaConfigError, log); err != nil {
 			return err
 		}
 		if gctx.Err() != nil {
@@ -406,14 +413,23 @@ const (
 // back-off while that fails for a reason a retry may cure (an unreachable
 // cluster); ready's kafka part says why meanwhile. It returns nil once the
 // topics are there or ctx has ended, and an error naming the fault for one
-// that no retry cures (pipeline.IsFatal: e.g. a deliveries topic with
-// another partition count).
-func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics, l pipeline.TopicLayout, ready *readiness, log *slog.Logger) error {
+// that no retry cures: pipeline.IsFatal (e.g. a deliveries topic with
+// another partition count), or what misconfigured explains as a TLS or SASL
+// misconfiguration (given the try's error and how many tries in a row
+// ended in kgo.ErrFirstReadEOF; see config.kafkaConfigError).
+func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics, l pipeline.TopicLayout, ready *readiness,
+	misconfigured func(err error, eofs int) error, log *slog.Logger) error {
 	wait := topicsBackoff
+	eofs := 0
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, topicsTryTimeout)
 		err := pipeline.EnsureTopics(tctx, adm, topics, l)
 		cancel()
+		if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
+			eofs++
+		} else {
+			eofs = 0
+		}
 		switch {
 		case err == nil:
 			ready.setKafka(nil)
@@ -423,6 +439,10 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics,
 		case pipeline.IsFatal(err):
 			ready.setKafka(err)
 			return fmt.Errorf("topics: %w", err)
+		}
+		if ferr := misconfigured(err, eofs); ferr != nil {
+			ready.setKafka(ferr)
+			return ferr
 		}
 		ready.setKafka(fmt.Errorf("topics not set up yet (try %d, next in %v): %w", try, wait, err))
 		log.Warn("kafka: topics not set up; retrying", "err", err, "try", try, "backoff", wait.String())
@@ -623,11 +643,59 @@ func prepareStore(ctx context.Context, store *chstore.Store, log *slog.Logger) e
 	return nil
 }
 
+// Back-off of the start-up check of ClickHouse while it cannot be reached:
+// 1 s doubling to 30 s; one try is bounded by clickhouseTryTimeout.
+const (
+	clickhouseBackoff    = time.Second
+	clickhouseMaxBackoff = 30 * time.Second
+	clickhouseTryTimeout = 10 * time.Second
+)
+
+// checkClickHouse pings store until it answers, then returns nil (the
+// audit sink and the api read their own state from then on). A refused
+// password or an untrusted certificate (config.clickhouseConfigError) is
+// returned at once, ending the process; a server that is down is retried
+// with capped back-off, as the sink's own Prepare retries it. It returns
+// nil when ctx ends.
+func checkClickHouse(ctx context.Context, store *chstore.Store, cfg *config, log *slog.Logger) error {
+	wait := clickhouseBackoff
+	for try := 1; ; try++ {
+		pctx, cancel := context.WithTimeout(ctx, clickhouseTryTimeout)
+		err := store.Ping(pctx)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		}
+		if ferr := cfg.clickhouseConfigError(err); ferr != nil {
+			return ferr
+		}
+		log.Warn("clickhouse: not reachable yet; retrying", "err", err, "try", try, "backoff", wait.String())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		wait = min(2*wait, clickhouseMaxBackoff)
+	}
+}
+
 // openStore connects to ClickHouse and applies pending migrations (for
 // `hookrelay migrate`, which should fail at once when ClickHouse is down).
 func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*chstore.Store, error) {
-	store, err := chstore.New(ctx, chstore.Options{DSN: cfg.ClickHouseDSN})
+	sopts, err := cfg.storeOptions()
 	if err != nil {
+		return nil, err
+	}
+	store, err := chstore.New(ctx, sopts)
+	if err != nil {
+		if ferr := cfg.clickhouseConfigError(err); ferr != nil {
+			return nil, ferr
+		}
 		return nil, fmt.Errorf("clickhouse (--clickhouse, HOOKRELAY_CLICKHOUSE): %w", err)
 	}
 	applied, err := store.Migrate(ctx)

@@ -19,7 +19,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // TestEnsureTopicsWaitsOutAnUnreachableCluster: while no broker answers,
 // ensureTopics keeps trying (it returns only when ctx ends) and /readyz
-// names Kafka as not ready with the reason.
+// names Kafka as not ready with the reason; with TLS and SASL configured
+// too (a refused connection is not a credential problem).
 func TestEnsureTopicsWaitsOutAnUnreachableCluster(t *testing.T) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.RetryTimeout(500*time.Millisecond))
 	if err != nil {
@@ -29,7 +30,8 @@ func TestEnsureTopicsWaitsOutAnUnreachableCluster(t *testing.T) {
 	ready := newReadiness()
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
-	if err := ensureTopics(ctx, kadm.NewClient(cl), pipeline.NewTopics("u."), pipeline.TopicLayout{Partitions: 2}, ready, quiet); err != nil {
+	if err := ensureTopics(ctx, kadm.NewClient(cl), pipeline.NewTopics("u."), pipeline.TopicLayout{Partitions: 2}, ready,
+		(&config{TLS: true, SASLMechanism: "SCRAM-SHA-512", SASLUser: "u"}).kafkaConfigError, quiet); err != nil {
 		t.Fatalf("ensureTopics on an unreachable cluster = %v; want nil once ctx ended (no exit)", err)
 	}
 	ok, body := ready.check()
@@ -54,7 +56,7 @@ func TestEnsureTopicsFatalExitsAtOnce(t *testing.T) {
 	ready := newReadiness()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
 	defer cancel()
-	err = ensureTopics(ctx, kadm.NewClient(cl), pipeline.NewTopics("x."), pipeline.TopicLayout{Partitions: 4}, ready, quiet)
+	err = ensureTopics(ctx, kadm.NewClient(cl), pipeline.NewTopics("x."), pipeline.TopicLayout{Partitions: 4}, ready, (&config{}).kafkaConfigError, quiet)
 	if err == nil || !pipeline.IsFatal(err) || !strings.Contains(err.Error(), "x.deliveries has 3 partitions") {
 		t.Fatalf("ensureTopics = %v; want the fatal partition-count error", err)
 	}

@@ -250,7 +250,10 @@ func checkStatefulSet(t *testing.T, m *manifests, name string, s *appsv1.Statefu
 			t.Errorf("%s: env %s: no API key is passed to the pods", name, k)
 		}
 	}
-	for _, k := range []string{"HOOKRELAY_CLICKHOUSE", "HOOKRELAY_KAFKA_SASL_PASSWORD"} {
+	if _, ok := env["HOOKRELAY_CLICKHOUSE_PASSWORD"]; ok && !hasCH {
+		t.Errorf("%s: HOOKRELAY_CLICKHOUSE_PASSWORD without HOOKRELAY_CLICKHOUSE", name)
+	}
+	for _, k := range []string{"HOOKRELAY_CLICKHOUSE", "HOOKRELAY_CLICKHOUSE_PASSWORD", "HOOKRELAY_KAFKA_SASL_PASSWORD"} {
 		e, ok := env[k]
 		if !ok {
 			continue

@@ -2,7 +2,7 @@
 # Installs what the project needs on a fresh machine, and only what is
 # missing, so that a second run costs about a second:
 #   apt    Debian packages: clickhouse-server, clickhouse-client, wrk, a Java
-#          17 runtime, Maven, and chromium (the console's browser test,
+#          17 runtime, Maven, openssl, and chromium (the console's browser test,
 #          e2e/console_test.go) (apt-get update first, only when installing)
 #   kafka  the Kafka jars of deploy/local/pom.xml, via Maven, into
 #          $STATE/kafka/libs
@@ -29,6 +29,7 @@ deps_apt() {
 	command -v mvn >/dev/null || missing+=(maven)
 	command -v flock >/dev/null || missing+=(util-linux)
 	command -v chromium >/dev/null || missing+=(chromium)
+	command -v openssl >/dev/null || missing+=(openssl) # the secured side's CA and certificates
 	((${#missing[@]})) || return 0
 	log "installing Debian packages: ${missing[*]}"
 	local sudo=

@@ -24,6 +24,20 @@ KAFKA_NODES=${HOOKRELAY_KAFKA_NODES:-1}
 CH_TCP_PORT=${HOOKRELAY_CLICKHOUSE_PORT:-9000}                 # ClickHouse native protocol
 CH_HTTP_PORT=${HOOKRELAY_CLICKHOUSE_HTTP_PORT:-8123}           # ClickHouse HTTP interface
 
+# The secured side of the same stack, always on beside the plain one (see
+# "Secured mode" in docs/OPERATIONS.md): each Kafka node also has a SASL_SSL
+# listener (SCRAM-SHA-512) on its client port + 4 (9096, 9106, 9116, ...),
+# and ClickHouse a TLS native port (default 9440 = native port + 440) where,
+# as on the plain port, the user "hookrelay" needs its password. The CA, the
+# server certificate and the passwords are generated on the first start into
+# $SECURE_DIR; $SECURE_ENV holds the HOOKRELAY_* settings of a client of the
+# secured side (source it, then run bin/hookrelay).
+KAFKA_SECURE_OFFSET=4
+CH_SECURE_PORT=${HOOKRELAY_CLICKHOUSE_SECURE_PORT:-$((CH_TCP_PORT + 440))}
+SECURE_DIR="$STATE/secure"
+SECURE_ENV="$SECURE_DIR/env"
+SECURE_USER=hookrelay # the SCRAM user of Kafka and the password user of ClickHouse
+
 KAFKA_LIBS="$STATE/kafka/libs"
 KAFKA_DATA="$STATE/kafka/data"
 KAFKA_CONFIG="$STATE/kafka/server.properties"
@@ -100,6 +114,7 @@ kafka_node() {
 	NODE=$i
 	NODE_PORT=$((KAFKA_PORT + 10 * (i - 1)))
 	NODE_CONTROLLER_PORT=$((KAFKA_CONTROLLER_PORT + 10 * (i - 1)))
+	NODE_SECURE_PORT=$((NODE_PORT + KAFKA_SECURE_OFFSET))
 	if ((KAFKA_NODES == 1)); then
 		NODE_NAME=kafka
 		NODE_DATA=$KAFKA_DATA NODE_CONFIG=$KAFKA_CONFIG NODE_LOG=$KAFKA_LOG NODE_PID=$KAFKA_PID
@@ -144,7 +159,9 @@ kafka_launch() {
 		echo "$KAFKA_NODES" >"$sizef"
 	fi
 	mkdir -p "$NODE_DATA" "$(dirname "$NODE_CONFIG")" "$STATE/logs" "$STATE/pids"
+	secure_material
 	sed -e "s|@KAFKA_DATA@|$NODE_DATA|g" -e "s|@KAFKA_PORT@|$NODE_PORT|g" \
+		-e "s|@KAFKA_SECURE_PORT@|$NODE_SECURE_PORT|g" -e "s|@SECURE_DIR@|$SECURE_DIR|g" \
 		-e "s|@KAFKA_CONTROLLER_PORT@|$NODE_CONTROLLER_PORT|g" -e "s|@NODE_ID@|$NODE|g" \
 		-e "s|@VOTERS@|$(kafka_voters)|g" -e "s|@RF@|$rf|g" -e "s|@MIN_ISR@|$isr|g" \
 		"$DEPLOY/server.properties" >"$NODE_CONFIG"
@@ -157,9 +174,13 @@ kafka_launch() {
 			id=$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>>"$flog") ||
 				die "kafka.tools.StorageTool random-uuid failed; read $flog"
 		fi
+		# The SCRAM user goes into the bootstrap metadata (KRaft), so the
+		# secured listener accepts it from the first start.
 		java -Dlog4j2.configurationFile="$DEPLOY/log4j2.properties" -cp "$cp" \
-			kafka.tools.StorageTool format --ignore-formatted -t "$id" -c "$NODE_CONFIG" >>"$flog" 2>&1 ||
+			kafka.tools.StorageTool format --ignore-formatted -t "$id" -c "$NODE_CONFIG" \
+			--add-scram "SCRAM-SHA-512=[name=$SECURE_USER,password=$(secure_password kafka)]" >>"$flog" 2>&1 ||
 			die "formatting $NODE_DATA failed; read $flog"
+		secure_scram_done
 		echo "$id" >"$NODE_CLUSTER_ID_FILE"
 		log "$NODE_NAME storage formatted, cluster ID $id"
 	fi
@@ -171,6 +192,87 @@ kafka_launch() {
 		-cp "$cp" kafka.Kafka "$NODE_CONFIG" >>"$NODE_LOG" 2>&1 </dev/null 9>&- &
 	echo $! >"$NODE_PID"
 	disown
+}
+
+# secure_password NAME: the generated password NAME (kafka or clickhouse).
+secure_password() { cat "$SECURE_DIR/$1.password"; }
+
+# secure_material: creates, the first time, what the secured side needs in
+# $SECURE_DIR (mode 700): a CA (ca.pem, ca.key), a server certificate it
+# signed for 127.0.0.1, ::1 and localhost (server.pem, server.key; Kafka
+# reads both from kafka-keystore.pem, ClickHouse the two files), the
+# passwords of the user $SECURE_USER (kafka.password, clickhouse.password,
+# 24 random bytes in hex) and $SECURE_ENV. Idempotent and quick afterwards.
+# HOOKRELAY_SECURE_DAYS (default 3650) is the certificates' lifetime.
+secure_material() {
+	local d=$SECURE_DIR days=${HOOKRELAY_SECURE_DAYS:-3650} slog="$STATE/logs/secure.log"
+	mkdir -p "$d" "$STATE/logs"
+	chmod 700 "$d"
+	command -v openssl >/dev/null || die "no openssl on PATH; run: make deps"
+	if [[ ! -s $d/ca.pem || ! -s $d/server.pem || ! -s $d/server.key || ! -s $d/kafka-keystore.pem ]]; then
+		(
+			set -e
+			cd "$d"
+			openssl req -x509 -newkey rsa:2048 -nodes -days "$days" -subj "/CN=hookrelay local stack CA" \
+				-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+				-keyout ca.key -out ca.pem
+			openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr
+			printf '%s\n' "subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost" "basicConstraints=CA:FALSE" \
+				"keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" >server.ext
+			openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days "$days" \
+				-extfile server.ext -out server.pem
+			cat server.key server.pem >kafka-keystore.pem
+			rm -f server.csr server.ext ca.srl
+			chmod 600 ./*.key kafka-keystore.pem
+		) >>"$slog" 2>&1 || die "generating the CA and server certificate in $d failed; read $slog"
+		log "secured side: CA and server certificate generated in $d"
+	fi
+	local p
+	for p in kafka clickhouse; do
+		[[ -s $d/$p.password ]] || (umask 077 && openssl rand -hex 24 >"$d/$p.password")
+	done
+	local brokers= i
+	for ((i = 1; i <= KAFKA_NODES; i++)); do brokers+=${brokers:+,}127.0.0.1:$((KAFKA_PORT + 10 * (i - 1) + KAFKA_SECURE_OFFSET)); done
+	(
+		umask 077
+		cat >"$SECURE_ENV.tmp" <<-EOF
+			# The HOOKRELAY_* settings of a client of the local stack's secured side
+			# (deploy/local/env.sh, secure_material): source it, then run bin/hookrelay.
+			HOOKRELAY_BROKERS=$brokers
+			HOOKRELAY_KAFKA_TLS=true
+			HOOKRELAY_KAFKA_TLS_CA=$d/ca.pem
+			HOOKRELAY_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
+			HOOKRELAY_KAFKA_SASL_USER=$SECURE_USER
+			HOOKRELAY_KAFKA_SASL_PASSWORD=$(secure_password kafka)
+			HOOKRELAY_CLICKHOUSE=clickhouse://$SECURE_USER@127.0.0.1:$CH_SECURE_PORT/default?secure=true
+			HOOKRELAY_CLICKHOUSE_PASSWORD=$(secure_password clickhouse)
+			HOOKRELAY_CLICKHOUSE_TLS_CA=$d/ca.pem
+			export HOOKRELAY_BROKERS HOOKRELAY_KAFKA_TLS HOOKRELAY_KAFKA_TLS_CA HOOKRELAY_KAFKA_SASL_MECHANISM
+			export HOOKRELAY_KAFKA_SASL_USER HOOKRELAY_KAFKA_SASL_PASSWORD HOOKRELAY_CLICKHOUSE
+			export HOOKRELAY_CLICKHOUSE_PASSWORD HOOKRELAY_CLICKHOUSE_TLS_CA
+		EOF
+	)
+	mv -f "$SECURE_ENV.tmp" "$SECURE_ENV"
+}
+
+# secure_scram_done / secure_scram_missing: the SCRAM user of the current
+# password is in the cluster's metadata (a marker holding a hash of it).
+secure_scram_marker() { echo "$STATE/kafka/scram-$(sha256sum "$SECURE_DIR/kafka.password" | cut -c1-16)"; }
+secure_scram_done() { touch "$(secure_scram_marker)"; }
+secure_scram_missing() { [[ ! -e $(secure_scram_marker) ]]; }
+
+# secure_scram_create: creates (or updates) the SCRAM user through the plain
+# listener of node 1, for storage formatted before the secured side existed
+# or with another password. One JVM start, only then.
+secure_scram_create() {
+	secure_scram_missing || return 0
+	local flog="$STATE/logs/scram.log"
+	java -Dlog4j2.configurationFile="$DEPLOY/log4j2.properties" -cp "$KAFKA_LIBS/*" kafka.admin.ConfigCommand \
+		--bootstrap-server "127.0.0.1:$KAFKA_PORT" --alter --entity-type users --entity-name "$SECURE_USER" \
+		--add-config "SCRAM-SHA-512=[password=$(secure_password kafka)]" >>"$flog" 2>&1 ||
+		die "creating the SCRAM user $SECURE_USER failed; read $flog"
+	secure_scram_done
+	log "secured side: SCRAM-SHA-512 user $SECURE_USER created"
 }
 
 # kafka_brokers: the bootstrap list of every node, comma-separated.
@@ -236,6 +338,13 @@ kafka_healthy() {
 ch_query() {
 	timeout 5 clickhouse-client --host 127.0.0.1 --port "$CH_TCP_PORT" \
 		--connect_timeout 2 --receive_timeout 3 --send_timeout 3 -q "$1"
+}
+
+# kafka_secure_brokers: the bootstrap list of the SASL_SSL listeners.
+kafka_secure_brokers() {
+	local i out=
+	for ((i = 1; i <= KAFKA_NODES; i++)); do out+=${out:+,}127.0.0.1:$((KAFKA_PORT + 10 * (i - 1) + KAFKA_SECURE_OFFSET)); done
+	echo "$out"
 }
 
 clickhouse_healthy() {

@@ -40,5 +40,10 @@ else
 	echo "clickhouse: down"
 	rc=1
 fi
+if [[ -s $SECURE_ENV ]]; then
+	echo "secured:    kafka SASL_SSL $(kafka_secure_brokers) (SCRAM-SHA-512), clickhouse TLS 127.0.0.1:$CH_SECURE_PORT, user $SECURE_USER; settings: source $SECURE_ENV"
+else
+	echo "secured:    not set up yet (up.sh generates it)"
+fi
 echo "state:      $STATE"
 exit "$rc"

@@ -14,6 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 lock
 mkdir -p "$STATE/pids" "$STATE/logs"
+# The secured side's CA, certificate, passwords and client settings (made
+# once; every service below and the SCRAM user need them).
+secure_material
 
 # Per service: how to check it, find its pid, and which logs to name. Each
 # Kafka node is a service ("kafka" alone, or kafka-1 ... kafka-N).
@@ -88,9 +91,12 @@ start_clickhouse() {
 	[[ -x $CH_SERVER ]] || die "no $CH_SERVER; run: make deps"
 	command -v clickhouse-client >/dev/null || die "no clickhouse-client; run: make deps"
 	mkdir -p "$CH_DIR"/{data,tmp,user_files,format_schemas}
+	secure_material
 	sed -e "s|@STATE@|$STATE|g" -e "s|@CH_TCP_PORT@|$CH_TCP_PORT|g" \
-		-e "s|@CH_HTTP_PORT@|$CH_HTTP_PORT|g" "$DEPLOY/clickhouse-config.xml" >"$CH_CONFIG"
-	cp "$DEPLOY/clickhouse-users.xml" "$CH_DIR/users.xml"
+		-e "s|@CH_HTTP_PORT@|$CH_HTTP_PORT|g" -e "s|@CH_SECURE_PORT@|$CH_SECURE_PORT|g" \
+		-e "s|@SECURE_DIR@|$SECURE_DIR|g" "$DEPLOY/clickhouse-config.xml" >"$CH_CONFIG"
+	sed -e "s|@CH_PASSWORD_SHA256@|$(tr -d '\n' <"$SECURE_DIR/clickhouse.password" | sha256sum | cut -d' ' -f1)|g" \
+		"$DEPLOY/clickhouse-users.xml" >"$CH_DIR/users.xml"
 	rotate "$CH_ERR_LOG"
 	rotate "$CH_OUT"
 	log "starting clickhouse on 127.0.0.1:$CH_TCP_PORT (logs: $CH_ERR_LOG, $CH_LOG)"
@@ -124,4 +130,15 @@ while ((${#launched[@]})); do
 	done
 	((${#launched[@]} == 0)) || sleep 0.2
 done
+# A service launched by an up.sh older than the secured side runs without it.
+for ((i = 1; i <= KAFKA_NODES; i++)); do
+	kafka_node "$i"
+	grep -q '^listeners=.*SASL_SSL' "$NODE_CONFIG" 2>/dev/null ||
+		log "WARNING: $NODE_NAME runs without the secured listener (started before it existed): make down; make up"
+done
+grep -q tcp_port_secure "$CH_CONFIG" 2>/dev/null ||
+	log "WARNING: clickhouse runs without its TLS port (started before it existed): make down; make up"
+# The SCRAM user of storage formatted before the secured side existed.
+if secure_scram_missing; then secure_scram_create; fi
 log "up: kafka $(kafka_brokers) (cluster $(kafka_cluster_id)), clickhouse 127.0.0.1:$CH_TCP_PORT"
+log "up: secured side: kafka SASL_SSL $(kafka_secure_brokers), clickhouse TLS 127.0.0.1:$CH_SECURE_PORT, user $SECURE_USER; settings in $SECURE_ENV"

@@ -303,14 +303,15 @@ func copyScripts(src, dst, advertised string) (string, error) {
 	return out, nil
 }
 
-// freeBase returns a port p such that p..p+3 and, per further node,
-// p+10*i..p+10*i+1 are free.
+// freeBase returns a port p such that p..p+4 (p+4: the secured listener),
+// p+442 (ClickHouse's TLS port) and, per further node, p+10*i..p+10*i+4
+// are free.
 func freeBase(nodes int) (int, error) {
 	for range 50 {
 		base := 20000 + 100*rand.IntN(90)
 		ok := true
 		for i := range nodes {
-			for _, p := range []int{base + 10*i, base + 10*i + 1, base + 10*i + 2, base + 10*i + 3} {
+			for _, p := range []int{base + 10*i, base + 10*i + 1, base + 10*i + 2, base + 10*i + 3, base + 10*i + 4, base + 442} {
 				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 				if err != nil {
 					ok = false
