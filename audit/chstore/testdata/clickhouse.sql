@@ -443,17 +443,23 @@ ORDER BY endpoint_id
 -- check: stats_minute
 -- expect: 1740783600	1	1	0	0	50	50 | 1740830400	4	2	2	0	30	40 | 1740960000	1	0	0	0	0	0
 SELECT start, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT toUInt32(minute) AS start,
-  uniqExactMerge(attempts) AS n_attempts,
-  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
-  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
-  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
-  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
-  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
-FROM audit_sqlcheck.attempts_minute
-WHERE endpoint_id = 'ep-1'
-  AND tenant = 't1'
-  AND minute >= 1740744000 AND minute < 1741003201
+SELECT start,
+  sum(n) AS n_attempts,
+  sumIf(n, outcome = 'delivered') AS n_delivered,
+  sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  sumIf(n, http_status = 429) AS n_throttled,
+  sumIf(k, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM
+(
+  SELECT toUInt32(minute) AS start, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id = 'ep-1'
+    AND tenant = 't1'
+    AND minute >= 1740744000 AND minute < 1741003201
+  GROUP BY start, outcome, http_status
+)
 GROUP BY start
 ORDER BY start
 )
@@ -462,16 +468,22 @@ ORDER BY start
 -- check: stats_hour_all_tenants
 -- expect: 1740783600	1	1	0	0	50	50 | 1740830400	6	3	2	0	30	70 | 1740960000	1	0	0	0	0	0
 SELECT start, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT toUInt32(toStartOfHour(minute)) AS start,
-  uniqExactMerge(attempts) AS n_attempts,
-  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
-  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
-  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
-  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
-  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
-FROM audit_sqlcheck.attempts_minute
-WHERE endpoint_id = 'ep-1'
-  AND minute >= 1740744000 AND minute < 1741003201
+SELECT start,
+  sum(n) AS n_attempts,
+  sumIf(n, outcome = 'delivered') AS n_delivered,
+  sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  sumIf(n, http_status = 429) AS n_throttled,
+  sumIf(k, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM
+(
+  SELECT toUInt32(toStartOfHour(minute)) AS start, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id = 'ep-1'
+    AND minute >= 1740744000 AND minute < 1741003201
+  GROUP BY start, outcome, http_status
+)
 GROUP BY start
 ORDER BY start
 )
@@ -479,18 +491,24 @@ ORDER BY start
 
 -- check: endpoint_totals
 -- expect: ep-1	1740830400	5	3	2	0	30	50 | ep-2	1740830402	1	1	0	0	7	7
-SELECT endpoint_id, last, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last,
-  uniqExactMerge(attempts) AS n_attempts,
-  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
-  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
-  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
-  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
-  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
-FROM audit_sqlcheck.attempts_minute
-WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-  AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
-  AND minute >= 1740744000 AND minute < 1740834001
+SELECT endpoint_id, last_at, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
+SELECT endpoint_id, max(last) AS last_at,
+  sum(n) AS n_attempts,
+  sumIf(n, outcome = 'delivered') AS n_delivered,
+  sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  sumIf(n, http_status = 429) AS n_throttled,
+  sumIf(k, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM
+(
+  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
+    AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
+    AND minute >= 1740744000 AND minute < 1740834001
+  GROUP BY endpoint_id, outcome, http_status
+)
 GROUP BY endpoint_id
 ORDER BY endpoint_id
 )
