@@ -164,7 +164,7 @@ func TestSQLGolden(t *testing.T) {
 	for _, s := range c.TTLStatements(30 * 24 * time.Hour) {
 		fmt.Fprintf(&w, "-- requires: ttl\n%s\n;\n\n", s)
 	}
-	fmt.Fprintf(&w, "-- requires: ttl\n-- check: ttl_set\n-- expect: attempt_ids | attempts | attempts_by_number | attempts_minute\n"+
+	fmt.Fprintf(&w, "-- requires: ttl\n-- check: ttl_set\n-- expect: attempt_ids | attempts | attempts_by_number | attempts_hour | attempts_minute\n"+
 		"SELECT name FROM system.tables WHERE database = '%s' AND create_table_query LIKE '%%TTL %%' ORDER BY name\n;\n\n", db)
 
 	const file = "testdata/clickhouse.sql"

@@ -125,13 +125,35 @@ func (c *Store) totalsSQL(eps []audit.EndpointRef, since, until time.Time) strin
 		ids[i] = quote(e.EndpointID)
 		pairs[i] = "(" + quote(e.EndpointID) + ", " + quote(e.Tenant) + ")"
 	}
-	return fmt.Sprintf("SELECT endpoint_id, max(last) AS last_at,\n  %s\nFROM\n(\n  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, %s\n  FROM %s.attempts_minute\n"+
-		"  WHERE endpoint_id IN (%s)\n    AND (endpoint_id, tenant) IN (%s)\n    AND %s\n  GROUP BY endpoint_id, outcome, http_status\n)\nGROUP BY endpoint_id\nORDER BY endpoint_id",
-		outerFigures(), innerFigures, c.db, strings.Join(ids, ", "), strings.Join(pairs, ", "), minuteRange(since, until))
+	scope := fmt.Sprintf("endpoint_id IN (%s)\n    AND (endpoint_id, tenant) IN (%s)", strings.Join(ids, ", "), strings.Join(pairs, ", "))
+	part := func(table, cond string) string {
+		return fmt.Sprintf("  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, %s\n  FROM %s.%s\n"+
+			"  WHERE %s\n    AND %s\n  GROUP BY endpoint_id, outcome, http_status", innerFigures, c.db, table, scope, cond)
+	}
+	// Whole hours from attempts_hour, the minutes before the first and
+	// after the last whole hour from attempts_minute: the same minute
+	// buckets as a read of attempts_minute alone.
+	lo := since.Truncate(time.Minute)
+	h0, h1 := lo.Truncate(time.Hour), until.Truncate(time.Hour)
+	if h0.Before(lo) {
+		h0 = h0.Add(time.Hour)
+	}
+	var parts []string
+	if h0.Before(h1) {
+		parts = append(parts,
+			part("attempts_hour", fmt.Sprintf("hour >= %d AND hour < %d", h0.Unix(), h1.Unix())),
+			part("attempts_minute", minuteRange(lo, h0)),
+			part("attempts_minute", minuteRange(h1, until)))
+	} else {
+		parts = append(parts, part("attempts_minute", minuteRange(lo, until)))
+	}
+	return fmt.Sprintf("SELECT endpoint_id, max(last) AS last_at,\n  %s\nFROM\n(\n%s\n)\nGROUP BY endpoint_id\nORDER BY endpoint_id",
+		outerFigures(), strings.Join(parts, "\n  UNION ALL\n"))
 }
 
 // EndpointTotals implements [audit.Stats.EndpointTotals] in one query over
-// the attempts_minute view, however many endpoints eps lists (the query's
+// the attempts_hour view (whole hours) and attempts_minute (the minutes at
+// either end), however many endpoints eps lists (the query's
 // text grows with eps; max_query_size is raised to fit).
 func (c *Store) EndpointTotals(ctx context.Context, eps []audit.EndpointRef, since, until time.Time) ([]audit.EndpointTotals, error) {
 	if len(eps) == 0 || !since.Before(until) {
