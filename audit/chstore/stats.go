@@ -119,16 +119,24 @@ func scanFigures(rows scanner, f *audit.Figures, head ...any) error {
 }
 
 func (c *Store) totalsSQL(eps []audit.EndpointRef, since, until time.Time) string {
+	// A tuple IN of (endpoint, tenant) pairs costs the server ~0.1 s to
+	// parse and build at 1,000 pairs: the query selects by endpoint and
+	// by the set of tenants, groups by both, and EndpointTotals keeps
+	// each endpoint's row of its ref's tenant.
 	ids := make([]string, len(eps))
-	pairs := make([]string, len(eps))
+	var tenants []string
+	seen := map[string]bool{}
 	for i, e := range eps {
 		ids[i] = quote(e.EndpointID)
-		pairs[i] = "(" + quote(e.EndpointID) + ", " + quote(e.Tenant) + ")"
+		if !seen[e.Tenant] {
+			seen[e.Tenant] = true
+			tenants = append(tenants, quote(e.Tenant))
+		}
 	}
-	scope := fmt.Sprintf("endpoint_id IN (%s)\n    AND (endpoint_id, tenant) IN (%s)", strings.Join(ids, ", "), strings.Join(pairs, ", "))
+	scope := fmt.Sprintf("endpoint_id IN (%s)\n    AND tenant IN (%s)", strings.Join(ids, ", "), strings.Join(tenants, ", "))
 	part := func(table, cond string) string {
-		return fmt.Sprintf("  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, %s\n  FROM %s.%s\n"+
-			"  WHERE %s\n    AND %s\n  GROUP BY endpoint_id, outcome, http_status", innerFigures, c.db, table, scope, cond)
+		return fmt.Sprintf("  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, %s\n  FROM %s.%s\n"+
+			"  WHERE %s\n    AND %s\n  GROUP BY endpoint_id, tenant, outcome, http_status", innerFigures, c.db, table, scope, cond)
 	}
 	// Whole hours from attempts_hour, the minutes before the first and
 	// after the last whole hour from attempts_minute: the same minute
@@ -147,7 +155,7 @@ func (c *Store) totalsSQL(eps []audit.EndpointRef, since, until time.Time) strin
 	} else {
 		parts = append(parts, part("attempts_minute", minuteRange(lo, until)))
 	}
-	return fmt.Sprintf("SELECT endpoint_id, max(last) AS last_at,\n  %s\nFROM\n(\n%s\n)\nGROUP BY endpoint_id\nORDER BY endpoint_id",
+	return fmt.Sprintf("SELECT endpoint_id, tenant, max(last) AS last_at,\n  %s\nFROM\n(\n%s\n)\nGROUP BY endpoint_id, tenant\nORDER BY endpoint_id, tenant",
 		outerFigures(), strings.Join(parts, "\n  UNION ALL\n"))
 }
 
@@ -166,14 +174,22 @@ func (c *Store) EndpointTotals(ctx context.Context, eps []audit.EndpointRef, sin
 		return nil, fmt.Errorf("audit: read totals of %d endpoints: %w", len(eps), err)
 	}
 	defer rows.Close()
+	tenantOf := make(map[string]string, len(eps))
+	for _, e := range eps {
+		tenantOf[e.EndpointID] = e.Tenant
+	}
 	var out []audit.EndpointTotals
 	for rows.Next() {
 		var (
-			t    audit.EndpointTotals
-			last uint32
+			t      audit.EndpointTotals
+			tenant string
+			last   uint32
 		)
-		if err := scanFigures(rows, &t.Figures, &t.EndpointID, &last); err != nil {
+		if err := scanFigures(rows, &t.Figures, &t.EndpointID, &tenant, &last); err != nil {
 			return nil, fmt.Errorf("audit: read totals of %d endpoints: %w", len(eps), err)
+		}
+		if tenantOf[t.EndpointID] != tenant {
+			continue // the endpoint's rows under another of the listed tenants
 		}
 		if last > 0 {
 			t.LastAttemptAt = time.Unix(int64(last), 0).UTC()

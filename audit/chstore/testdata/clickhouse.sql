@@ -545,7 +545,7 @@ ORDER BY start
 -- check: endpoint_totals
 -- expect: ep-1	1740830400	5	3	2	0	30	50 | ep-2	1740830402	1	1	0	0	7	7
 SELECT endpoint_id, last_at, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT endpoint_id, max(last) AS last_at,
+SELECT endpoint_id, tenant, max(last) AS last_at,
   sum(n) AS n_attempts,
   sumIf(n, outcome = 'delivered') AS n_delivered,
   sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
@@ -554,33 +554,34 @@ SELECT endpoint_id, max(last) AS last_at,
   quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
 FROM
 (
-  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_hour
   WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-    AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
+    AND tenant IN ('t1', 't2')
     AND hour >= 1740744000 AND hour < 1740834000
-  GROUP BY endpoint_id, outcome, http_status
+  GROUP BY endpoint_id, tenant, outcome, http_status
   UNION ALL
-  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
   WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-    AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
+    AND tenant IN ('t1', 't2')
     AND minute >= 1740744000 AND minute < 1740744000
-  GROUP BY endpoint_id, outcome, http_status
+  GROUP BY endpoint_id, tenant, outcome, http_status
   UNION ALL
-  SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
   WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-    AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
+    AND tenant IN ('t1', 't2')
     AND minute >= 1740834000 AND minute < 1740834001
-  GROUP BY endpoint_id, outcome, http_status
+  GROUP BY endpoint_id, tenant, outcome, http_status
 )
-GROUP BY endpoint_id
-ORDER BY endpoint_id
+GROUP BY endpoint_id, tenant
+ORDER BY endpoint_id, tenant
 )
+WHERE (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
 ;
 
 -- check: drop_partition
