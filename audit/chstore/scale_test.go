@@ -79,7 +79,7 @@ func TestReadLatencyAtScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	t.Logf("inserted %d rows in %v: %.0f rows/s with the views attached (attempts_minute, attempts_by_number, attempt_ids)", rows, took.Round(time.Millisecond), float64(rows)/took.Seconds())
+	t.Logf("inserted %d rows in %v: %.0f rows/s with the views attached (attempts_minute, attempts_hour, attempts_by_number, attempt_ids)", rows, took.Round(time.Millisecond), float64(rows)/took.Seconds())
 
 	measure := func(what string, n int, f func(i int) (int, error), want func(got int) bool) {
 		var ds []time.Duration
