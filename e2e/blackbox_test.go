@@ -9,6 +9,7 @@ package e2e
 // deployment's own can receive it (tenants must be equal to match).
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -171,5 +172,42 @@ func TestBlackBoxRetry(t *testing.T) {
 			continue
 		}
 		checkSameDelivery(t, id, reqs[id])
+	}
+	checkFirstAttemptAt(t, h, ep.ID)
+}
+
+// checkFirstAttemptAt: every attempt row of ep carries its delivery's
+// first-attempt time (first_attempt_at, for time to success): attempt 1's
+// own time, and on later attempts the same as attempt 1's (±1 s: the
+// dispatcher takes it from the request start in the delivery's metadata).
+func checkFirstAttemptAt(t *testing.T, h *harness, ep string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := h.clickhouse().Query(ctx, `SELECT delivery_id, toUInt32(attempt_number),
+       toInt64(toUInt32(attempted_at)) * 1000 + attempted_ms, toInt64(toUInt32(first_attempt_at)) * 1000 + first_attempt_ms
+FROM `+h.db+`.attempts FINAL WHERE endpoint_id = '`+ep+`' ORDER BY delivery_id, attempt_number`)
+	if err != nil {
+		t.Fatalf("query first_attempt_at: %v", err)
+	}
+	defer rows.Close()
+	firstOf := map[string]int64{}
+	for rows.Next() {
+		var dlv string
+		var n uint32
+		var at, first int64
+		if err := rows.Scan(&dlv, &n, &at, &first); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case first == 0:
+			t.Errorf("delivery %s attempt %d: first_attempt_at is 0", dlv, n)
+		case n == 1 && first != at:
+			t.Errorf("delivery %s attempt 1: first_attempt_at %d, want its attempted_at %d", dlv, first, at)
+		case n == 1:
+			firstOf[dlv] = at
+		case firstOf[dlv] == 0 || first < firstOf[dlv]-1000 || first > firstOf[dlv]+1000:
+			t.Errorf("delivery %s attempt %d: first_attempt_at %d, want attempt 1's time %d (±1 s)", dlv, n, first, firstOf[dlv])
+		}
 	}
 }

@@ -586,6 +586,7 @@ func (c *Store) summarySQL(f audit.Filter) string {
 var retainedTables = []struct{ name, timeColumn string }{
 	{"attempts", "attempted_at"},
 	{"attempts_minute", "minute"},
+	{"attempts_hour", "hour"},
 	{"attempts_by_number", "hour"},
 	{"attempt_ids", "attempted_at"},
 }

@@ -29,9 +29,13 @@ type panel struct {
 	Targets    []struct {
 		Datasource *dsRef `json:"datasource"`
 		Expr       string `json:"expr"`
+		RawSQL     string `json:"rawSql"`
 		RefID      string `json:"refId"`
 	} `json:"targets"`
 }
+
+// clickhouseDS is the Grafana ClickHouse data source plugin's type.
+const clickhouseDS = "grafana-clickhouse-datasource"
 
 type dsRef struct {
 	Type string `json:"type"`
@@ -39,9 +43,11 @@ type dsRef struct {
 }
 
 // TestDashboards parses every dashboard of deploy/grafana/dashboards, checks
-// that every panel and target uses the Prometheus data source variable and
-// that every expression parses and names exported metrics; and that the
-// chart's copy is identical.
+// that every panel and target uses the dashboard's data source variable
+// (Prometheus or ClickHouse), that every PromQL expression parses and names
+// exported metrics, and that every ClickHouse target has SQL (which
+// audit/chstore's TestGrafanaClickHouseQueries runs against the real
+// server); and that the chart's copy is identical.
 func TestDashboards(t *testing.T) {
 	files, _ := filepath.Glob(repo(t, "deploy", "grafana", "dashboards", "*.json"))
 	if len(files) == 0 {
@@ -62,12 +68,14 @@ func TestDashboards(t *testing.T) {
 			t.Errorf("%s: uid %q title %q: both required, uid unique", f, d.UID, d.Title)
 		}
 		uids[d.UID] = true
-		var dsVar bool
+		dsType := ""
 		for _, v := range d.Templating.List {
-			dsVar = dsVar || (v.Name == "datasource" && v.Type == "datasource" && v.Query == "prometheus")
+			if v.Name == "datasource" && v.Type == "datasource" && (v.Query == "prometheus" || v.Query == clickhouseDS) {
+				dsType = v.Query
+			}
 		}
-		if !dsVar {
-			t.Errorf("%s: no datasource variable of type prometheus", f)
+		if dsType == "" {
+			t.Errorf("%s: no datasource variable of type prometheus or %s", f, clickhouseDS)
 		}
 		var exprs int
 		var walk func(ps []panel)
@@ -78,17 +86,23 @@ func TestDashboards(t *testing.T) {
 					continue
 				}
 				where := filepath.Base(f) + ": " + p.Title
-				if p.Datasource == nil || p.Datasource.Type != "prometheus" || p.Datasource.UID != "${datasource}" {
-					t.Errorf("%s: datasource %+v, want prometheus ${datasource}", where, p.Datasource)
+				if p.Datasource == nil || p.Datasource.Type != dsType || p.Datasource.UID != "${datasource}" {
+					t.Errorf("%s: datasource %+v, want %s ${datasource}", where, p.Datasource, dsType)
 				}
 				if len(p.Targets) == 0 {
 					t.Errorf("%s: no targets", where)
 				}
 				for _, tg := range p.Targets {
-					if tg.Datasource != nil && (tg.Datasource.Type != "prometheus" || tg.Datasource.UID != "${datasource}") {
+					if tg.Datasource != nil && (tg.Datasource.Type != dsType || tg.Datasource.UID != "${datasource}") {
 						t.Errorf("%s %s: datasource %+v", where, tg.RefID, tg.Datasource)
 					}
 					exprs++
+					if dsType == clickhouseDS {
+						if tg.RawSQL == "" {
+							t.Errorf("%s %s: no rawSql", where, tg.RefID)
+						}
+						continue
+					}
 					checkPromQL(t, where+" "+tg.RefID, grafanaVars.Replace(tg.Expr), nil)
 				}
 			}

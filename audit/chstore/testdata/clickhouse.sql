@@ -225,6 +225,59 @@ FROM audit_sqlcheck.attempts
 ARRAY JOIN [(toUInt8(1), event_id), (toUInt8(2), webhook_id), (toUInt8(3), delivery_id)] AS k
 ;
 
+-- attempts_hour: attempts_minute per UTC hour (same columns, hour for
+-- minute), kept on insert by attempts_hour_mv, so reads over many endpoints
+-- and hours (the endpoints list's 24 h totals) merge 60 times fewer states.
+-- Duplicates behave exactly as in attempts_minute (0002).
+CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_hour
+(
+    tenant          String,
+    endpoint_id     String,
+    hour            DateTime('UTC'),
+    outcome         String,
+    http_status     UInt16,
+    status_class    UInt8,
+    attempts        AggregateFunction(uniqExact, String),
+    latency         AggregateFunction(quantilesTiming(0.5, 0.9, 0.99), UInt32),
+    last_attempt_at AggregateFunction(max, DateTime('UTC'))
+)
+ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMMDD(hour)
+ORDER BY (endpoint_id, hour, tenant, outcome, http_status, status_class)
+SETTINGS index_granularity = 1024
+;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS audit_sqlcheck.attempts_hour_mv TO audit_sqlcheck.attempts_hour
+AS SELECT
+    tenant,
+    endpoint_id,
+    toStartOfHour(attempted_at) AS hour,
+    outcome,
+    http_status,
+    toUInt8(intDiv(http_status, 100)) AS status_class,
+    uniqExactState(attempt_id) AS attempts,
+    quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
+    maxState(attempted_at) AS last_attempt_at
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class
+;
+
+-- Rows stored before this migration (uniqExact makes a repeat harmless).
+INSERT INTO audit_sqlcheck.attempts_hour
+SELECT
+    tenant,
+    endpoint_id,
+    toStartOfHour(attempted_at) AS hour,
+    outcome,
+    http_status,
+    toUInt8(intDiv(http_status, 100)) AS status_class,
+    uniqExactState(attempt_id) AS attempts,
+    quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
+    maxState(attempted_at) AS last_attempt_at
+FROM audit_sqlcheck.attempts
+GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class
+;
+
 INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
 ('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
 ('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
@@ -443,17 +496,23 @@ ORDER BY endpoint_id
 -- check: stats_minute
 -- expect: 1740783600	1	1	0	0	50	50 | 1740830400	4	2	2	0	30	40 | 1740960000	1	0	0	0	0	0
 SELECT start, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT toUInt32(minute) AS start,
-  uniqExactMerge(attempts) AS n_attempts,
-  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
-  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
-  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
-  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
-  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
-FROM audit_sqlcheck.attempts_minute
-WHERE endpoint_id = 'ep-1'
-  AND tenant = 't1'
-  AND minute >= 1740744000 AND minute < 1741003201
+SELECT start,
+  sum(n) AS n_attempts,
+  sumIf(n, outcome = 'delivered') AS n_delivered,
+  sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  sumIf(n, http_status = 429) AS n_throttled,
+  sumIf(k, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM
+(
+  SELECT toUInt32(minute) AS start, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id = 'ep-1'
+    AND tenant = 't1'
+    AND minute >= 1740744000 AND minute < 1741003201
+  GROUP BY start, outcome, http_status
+)
 GROUP BY start
 ORDER BY start
 )
@@ -462,16 +521,22 @@ ORDER BY start
 -- check: stats_hour_all_tenants
 -- expect: 1740783600	1	1	0	0	50	50 | 1740830400	6	3	2	0	30	70 | 1740960000	1	0	0	0	0	0
 SELECT start, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT toUInt32(toStartOfHour(minute)) AS start,
-  uniqExactMerge(attempts) AS n_attempts,
-  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
-  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
-  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
-  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
-  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
-FROM audit_sqlcheck.attempts_minute
-WHERE endpoint_id = 'ep-1'
-  AND minute >= 1740744000 AND minute < 1741003201
+SELECT start,
+  sum(n) AS n_attempts,
+  sumIf(n, outcome = 'delivered') AS n_delivered,
+  sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  sumIf(n, http_status = 429) AS n_throttled,
+  sumIf(k, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM
+(
+  SELECT toUInt32(toStartOfHour(minute)) AS start, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id = 'ep-1'
+    AND minute >= 1740744000 AND minute < 1741003201
+  GROUP BY start, outcome, http_status
+)
 GROUP BY start
 ORDER BY start
 )
@@ -479,21 +544,44 @@ ORDER BY start
 
 -- check: endpoint_totals
 -- expect: ep-1	1740830400	5	3	2	0	30	50 | ep-2	1740830402	1	1	0	0	7	7
-SELECT endpoint_id, last, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
-SELECT endpoint_id, toUInt32(maxMerge(last_attempt_at)) AS last,
-  uniqExactMerge(attempts) AS n_attempts,
-  uniqExactMergeIf(attempts, outcome = 'delivered') AS n_delivered,
-  uniqExactMergeIf(attempts, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
-  uniqExactMergeIf(attempts, http_status = 429) AS n_throttled,
-  countIf(outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
-  quantilesTimingMergeIf(0.5, 0.9, 0.99)(latency, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
-FROM audit_sqlcheck.attempts_minute
-WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-  AND (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
-  AND minute >= 1740744000 AND minute < 1740834001
-GROUP BY endpoint_id
-ORDER BY endpoint_id
+SELECT endpoint_id, last_at, n_attempts, n_delivered, n_failed, n_throttled, if(n_network > 0, latency_q[1], 0), if(n_network > 0, latency_q[3], 0) FROM (
+SELECT endpoint_id, tenant, max(last) AS last_at,
+  sum(n) AS n_attempts,
+  sumIf(n, outcome = 'delivered') AS n_delivered,
+  sumIf(n, outcome IN ('retry_scheduled', 'failed', 'gone', 'exhausted')) AS n_failed,
+  sumIf(n, http_status = 429) AS n_throttled,
+  sumIf(k, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS n_network,
+  quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
+FROM
+(
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_hour
+  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
+    AND tenant IN ('t1', 't2')
+    AND hour >= 1740744000 AND hour < 1740834000
+  GROUP BY endpoint_id, tenant, outcome, http_status
+  UNION ALL
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
+    AND tenant IN ('t1', 't2')
+    AND minute >= 1740744000 AND minute < 1740744000
+  GROUP BY endpoint_id, tenant, outcome, http_status
+  UNION ALL
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
+  FROM audit_sqlcheck.attempts_minute
+  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
+    AND tenant IN ('t1', 't2')
+    AND minute >= 1740834000 AND minute < 1740834001
+  GROUP BY endpoint_id, tenant, outcome, http_status
 )
+GROUP BY endpoint_id, tenant
+ORDER BY endpoint_id, tenant
+)
+WHERE (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
 ;
 
 -- check: drop_partition
@@ -517,6 +605,10 @@ ALTER TABLE audit_sqlcheck.attempts_minute MODIFY TTL minute + INTERVAL 2592000 
 ;
 
 -- requires: ttl
+ALTER TABLE audit_sqlcheck.attempts_hour MODIFY TTL hour + INTERVAL 2592000 SECOND
+;
+
+-- requires: ttl
 ALTER TABLE audit_sqlcheck.attempts_by_number MODIFY TTL hour + INTERVAL 2592000 SECOND
 ;
 
@@ -526,7 +618,7 @@ ALTER TABLE audit_sqlcheck.attempt_ids MODIFY TTL attempted_at + INTERVAL 259200
 
 -- requires: ttl
 -- check: ttl_set
--- expect: attempt_ids | attempts | attempts_by_number | attempts_minute
+-- expect: attempt_ids | attempts | attempts_by_number | attempts_hour | attempts_minute
 SELECT name FROM system.tables WHERE database = 'audit_sqlcheck' AND create_table_query LIKE '%TTL %' ORDER BY name
 ;
 
