@@ -312,7 +312,7 @@ func decodeEvent(r *kgo.Record, maxEventBytes int) (event.Event, []byte, deliver
 	if err != nil {
 		return ev, nil, delivery.Meta{}, err
 	}
-	data, err := events.DataJSON(ev)
+	data, err := events.DecodedDataJSON(ev) // Decode checked it: no second pass
 	if err != nil {
 		return ev, nil, delivery.Meta{}, err
 	}
