@@ -263,7 +263,7 @@ func (f *Fanout) linger(ctx context.Context, sess *kgo.GroupTransactSession, fs 
 func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) []*kgo.Record {
 	ev, body, m, err := decodeEvent(r, f.o.MaxEventBytes)
 	if err != nil {
-		f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "invalid")))
+		f.m.events.Add(ctx, 1, resultInvalid)
 		f.o.Logger.Info("fanout: invalid event", "partition", r.Partition, "offset", r.Offset, "err", err)
 		inv := events.InvalidRecord(r, f.o.Topics.Invalid, err)
 		if len(inv.Value) > maxInvalidValue {
@@ -275,7 +275,7 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 		}
 		return append(out, inv)
 	}
-	f.m.events.Add(ctx, 1, metric.WithAttributes(attribute.String("result", "valid")))
+	f.m.events.Add(ctx, 1, resultValid)
 	eps := f.o.Endpoints.Subscribed(ev.Type(), m.Tenant)
 	eps = f.operationalTargets(r, &ev, eps) // never to the endpoint an operational event is about
 	if len(eps) == 0 {
@@ -301,6 +301,13 @@ func (f *Fanout) expand(ctx context.Context, r *kgo.Record, out []*kgo.Record) [
 	f.m.fannedOut.Add(ctx, int64(sent))
 	return out
 }
+
+// The attribute options of hookrelay.events, built once: the per-event
+// path allocates no attribute set.
+var (
+	resultValid   = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "valid")))
+	resultInvalid = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "invalid")))
+)
 
 // decodeEvent is fan-out's reading of one events record: the CloudEvent,
 // the Standard Webhooks body built once per event (every endpoint and
