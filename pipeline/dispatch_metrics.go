@@ -20,8 +20,28 @@ var outcomeAttrs = func() map[audit.Outcome]metric.MeasurementOption {
 }()
 
 func attrOutcome(o audit.Outcome) metric.MeasurementOption { return outcomeAttrs[o] }
-func attrReason(r string) attribute.KeyValue               { return attribute.String("reason", r) }
-func attrStage(s string) attribute.KeyValue                { return attribute.String("stage", s) }
+
+// parkReasonAttrs holds the attribute option of each park reason (see
+// parkReason, shed and attempt), built once: parking a burst allocates no
+// attribute set per delivery.
+var parkReasonAttrs = func() map[string]metric.MeasurementOption {
+	m := map[string]metric.MeasurementOption{}
+	for _, r := range []string{"paused", "backlog", "partition_backlog", "queue_wait", "attempt_log"} {
+		m[r] = metric.WithAttributeSet(attribute.NewSet(attrReason(r)))
+	}
+	return m
+}()
+
+// attrParkReason is the attribute option of park reason r (built on the
+// spot for a reason not listed in parkReasonAttrs).
+func attrParkReason(r string) metric.MeasurementOption {
+	if o, ok := parkReasonAttrs[r]; ok {
+		return o
+	}
+	return metric.WithAttributes(attrReason(r))
+}
+func attrReason(r string) attribute.KeyValue { return attribute.String("reason", r) }
+func attrStage(s string) attribute.KeyValue  { return attribute.String("stage", s) }
 
 // registerGauges exposes in-flight requests per endpoint.
 func (d *Dispatcher) registerGauges(m metric.Meter) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/hookrelay/hookrelay/audit"
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
@@ -18,7 +17,7 @@ import (
 // done: finish on the poll loop, complete elsewhere.
 func (d *Dispatcher) park(p *partState, it *item, reason string, until, now time.Time, done func(*partState, int64, []*kgo.Record)) {
 	out := d.o.Policy.Park(it.meta, it.key, it.value, until, now)
-	d.m.parked.Add(context.Background(), 1, metric.WithAttributes(attrReason(reason)))
+	d.m.parked.Add(context.Background(), 1, attrParkReason(reason))
 	done(p, it.off, []*kgo.Record{out})
 }
 

@@ -31,6 +31,21 @@ const BodyTimestampFormat = time.RFC3339Nano
 // empty eventType, a zero timestamp, or invalid data (wrapping
 // [ErrInvalidJSONData]).
 func Body(eventType string, timestamp time.Time, data json.RawMessage) ([]byte, error) {
+	return body(eventType, timestamp, data, true)
+}
+
+// BodyOfCompact is [Body] for data that is already valid JSON without
+// insignificant whitespace, as events.DataJSON returns it: data is copied
+// as it is, neither checked nor compacted again (fan-out's path: the event
+// was validated while it was decoded). For such data it returns exactly
+// Body's bytes; for any other data the body it returns is not valid JSON.
+// It fails on an empty eventType or a zero timestamp.
+func BodyOfCompact(eventType string, timestamp time.Time, data json.RawMessage) ([]byte, error) {
+	return body(eventType, timestamp, data, false)
+}
+
+// body is Body, compacting (and so checking) data only when compact is set.
+func body(eventType string, timestamp time.Time, data json.RawMessage, compact bool) ([]byte, error) {
 	if eventType == "" {
 		return nil, errors.New("webhook: body: empty event type")
 	}
@@ -48,6 +63,8 @@ func Body(eventType string, timestamp time.Time, data json.RawMessage) ([]byte, 
 	buf.WriteString(`","data":`)
 	if len(data) == 0 {
 		buf.WriteString("null")
+	} else if !compact {
+		buf.Write(data)
 	} else if err := json.Compact(&buf, data); err != nil { // validates as it goes; does not HTML-escape
 		return nil, fmt.Errorf("webhook: body: %w: %v", ErrInvalidJSONData, err)
 	}
