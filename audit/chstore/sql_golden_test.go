@@ -196,7 +196,7 @@ func goldenFixture() []audit.Attempt {
 	r.HTTPStatus, r.ErrorClass, r.ErrorMessage, r.ResponseBody = 503, "http_503", "busy", `{"e":"it's busy"}`
 	r.NextAttemptAt = base.Add(30*time.Second + 7*time.Millisecond)
 	r.RequestHeaders, r.BodyPreview, r.ResponseHeaders = "Webhook-Id: msg_a-4", `{"q":"it's \\"}`, "Retry-After: 30" // one line each: the check reads raw TSV
-	moved := mk("c-7", "ep-1", 3*time.Second, audit.Delivered, 70) // ep-1 under another tenant later
+	moved := mk("c-7", "ep-1", 3*time.Second, audit.Delivered, 70)                                                   // ep-1 under another tenant later
 	moved.Tenant = "t2"
 	bare := mk("c-8", "ep-1", 4*time.Second, audit.Abandoned, 0) // and under none
 	bare.Tenant = ""
