@@ -368,7 +368,7 @@ func TestConsole(t *testing.T) {
 	p.run("the DLQ page",
 		chromedp.Click(chromedp.CSS(`.top nav a[href="#/dlq"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#dlq-filters")),
-		waitJS(`!!document.querySelector('#d-endpoint option[value="`+flakyID+`"]')`),
+		waitJS(`[...document.querySelectorAll('#d-endpoint option')].some(o => o.value === '`+flakyID+`')`),
 		choose("#d-endpoint", flakyID),
 		chromedp.Click(chromedp.CSS("#d-apply")),
 		waitJS(`location.hash.includes('endpoint_id=`+flakyID+`') && document.querySelectorAll('#dlq tbody tr').length === 5`),
