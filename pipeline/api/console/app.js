@@ -582,8 +582,7 @@ function MessagePage({ id, msg }) {
 function Who() {
   const [{ data }] = useLoad(() => api('GET', '/v1/me'), []);
   if (!data) return html`<span class="who muted">key …</span>`;
-  return html`<span class="who" id="who">${data.role === 'admin' ? html`admin (every tenant)` : html`tenant <strong>${data.tenantid || 'none'}</strong>`}
-    · key <code>${data.key_id}</code></span>`;
+  return html`<span class="who" id="who">${data.role === 'admin' ? html`admin (every tenant)` : html`tenant <strong>${data.tenantid || 'none'}</strong>`}${' · key '}<code>${data.key_id}</code></span>`;
 }
 
 // ---- create an endpoint ----------------------------------------------------
@@ -624,7 +623,7 @@ function NewEndpointPage() {
       <label for="created-secret">Signing secret</label>
       <input id="created-secret" readonly value=${created.secret} size="60" onFocus=${(e) => e.target.select()} />`}
     </div>` : html`<form id="new-endpoint" class="filters" onSubmit=${submit}>
-      ${field('url', 'URL (https)', { type: 'url', required: true, placeholder: 'https://example.com/webhooks', autofocus: true })}
+      ${field('url', 'URL', { type: 'url', required: true, placeholder: 'https://example.com/webhooks', autofocus: true })}
       ${field('event_types', 'Event types (comma-separated)', { placeholder: '*' }, 'default: every type (*)')}
       ${admin && field('id', 'ID', { placeholder: 'ep_…' }, 'default: ep_ and 26 random characters')}
       ${admin && field('tenantid', 'Tenant', {}, 'the tenant whose events it receives')}
