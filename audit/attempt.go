@@ -124,4 +124,16 @@ type Attempt struct {
 	// written before it existed, fan-out's not-sent rows): time-to-success
 	// figures skip those.
 	FirstAttemptAt time.Time `json:"first_attempt_at"`
+	// RequestHeaders are the request's headers as sent, without the
+	// signature ([FormatHeaders]: "Name: value" lines, credentials
+	// redacted, at most MaxHeaders (2 KiB)); "" when no request was sent or
+	// for rows written before issue 12.
+	RequestHeaders string `json:"request_headers,omitempty"`
+	// BodyPreview is the first MaxBodyPreview (512) bytes of the request
+	// body, valid UTF-8 ([BodyPreview]); "" as RequestHeaders.
+	BodyPreview string `json:"body_preview,omitempty"`
+	// ResponseHeaders are the response's headers ([FormatHeaders]:
+	// Set-Cookie and credentials redacted, at most 2 KiB); "" when no
+	// response was received.
+	ResponseHeaders string `json:"response_headers,omitempty"`
 }

@@ -26,6 +26,10 @@ const codecV1 = 0x01
 //	Outcome, ErrorClass, ErrorMessage,
 //	ResponseBody                           string
 //	NextAttemptAt                          time
+//	optional, appended (issue 12; absent in records written before it):
+//	FirstAttemptAt                         time
+//	RequestHeaders, BodyPreview,
+//	ResponseHeaders                        string
 //
 // A time is one byte 0 (the zero time) or 1 followed by the varint of its
 // Unix nanoseconds (read back in UTC). Bytes after the last field are
@@ -42,7 +46,8 @@ const maxFieldLen = 1 << 20
 func (a *Attempt) Marshal() ([]byte, error) {
 	n := 1 + 9*binary.MaxVarintLen64 + len(a.AttemptID) + len(a.DeliveryID) + len(a.EventID) + len(a.WebhookID) +
 		len(a.EventType) + len(a.Tenant) + len(a.EndpointID) + len(a.URLHost) + len(a.Outcome) +
-		len(a.ErrorClass) + len(a.ErrorMessage) + len(a.ResponseBody) + 2*(1+binary.MaxVarintLen64)
+		len(a.ErrorClass) + len(a.ErrorMessage) + len(a.ResponseBody) + 3*(1+binary.MaxVarintLen64) +
+		len(a.RequestHeaders) + len(a.BodyPreview) + len(a.ResponseHeaders)
 	b := make([]byte, 0, n)
 	b = append(b, codecV1)
 	for _, s := range [...]string{a.AttemptID, a.DeliveryID, a.EventID, a.WebhookID, a.EventType, a.Tenant, a.EndpointID, a.URLHost} {
@@ -56,6 +61,10 @@ func (a *Attempt) Marshal() ([]byte, error) {
 		b = appendString(b, s)
 	}
 	b = appendTime(b, a.NextAttemptAt)
+	b = appendTime(b, a.FirstAttemptAt)
+	for _, s := range [...]string{a.RequestHeaders, a.BodyPreview, a.ResponseHeaders} {
+		b = appendString(b, s)
+	}
 	return b, nil
 }
 
@@ -151,6 +160,10 @@ func (a *Attempt) decodeV1(b []byte) error {
 	a.Outcome = Outcome(r.str())
 	a.ErrorClass, a.ErrorMessage, a.ResponseBody = r.str(), r.str(), r.str()
 	a.NextAttemptAt = r.time()
+	if r.err == nil && len(r.b) > 0 { // the optional fields (issue 12)
+		a.FirstAttemptAt = r.time()
+		a.RequestHeaders, a.BodyPreview, a.ResponseHeaders = r.str(), r.str(), r.str()
+	}
 	return r.err
 }
 

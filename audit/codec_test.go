@@ -110,3 +110,70 @@ func BenchmarkAttemptCodec(b *testing.B) {
 		b.ReportMetric(float64(len(js)), "bytes/record")
 	})
 }
+
+// The fields appended in issue 12 round-trip, and a record written before
+// them (version 1 without the optional tail) still decodes, with them empty.
+func TestAttemptCodecOptionalFields(t *testing.T) {
+	a := sampleAttempt()
+	a.FirstAttemptAt = time.UnixMilli(1796139000456).UTC()
+	a.RequestHeaders = "Content-Type: application/json\nWebhook-Id: msg_1\n"
+	a.BodyPreview = `{"id":"evt-1"}`
+	a.ResponseHeaders = "Set-Cookie: [redacted]\n"
+	b, _ := a.Marshal()
+	var got Attempt
+	if err := got.Unmarshal(b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, a) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, *a)
+	}
+
+	old := sampleAttempt()
+	b, _ = old.Marshal()
+	b = b[:len(b)-4] // the tail of an attempt without them: zero time, three empty strings
+	var got2 Attempt
+	if err := got2.Unmarshal(b); err != nil {
+		t.Fatalf("record without the optional tail: %v", err)
+	}
+	if !reflect.DeepEqual(&got2, old) {
+		t.Fatalf("old record:\n got %+v\nwant %+v", got2, *old)
+	}
+	// A cut inside the tail is corrupt, not silently short.
+	b, _ = a.Marshal()
+	if err := new(Attempt).Unmarshal(b[:len(b)-3]); err == nil {
+		t.Fatal("a record cut inside its optional fields decoded")
+	}
+}
+
+func TestFormatHeaders(t *testing.T) {
+	h := map[string][]string{
+		"Webhook-Signature": {"v1,secret"}, "Authorization": {"Bearer x"}, "Set-Cookie": {"a=1", "b=2"},
+		"Content-Type": {"application/json"}, "X-Long": {strings.Repeat("é", 3000)},
+	}
+	got := FormatHeaders(h)
+	if strings.Contains(got, "secret") || strings.Contains(got, "Bearer") || strings.Contains(got, "a=1") {
+		t.Fatalf("a credential was kept: %q", got)
+	}
+	fs := ParseHeaders(got)
+	if len(fs) != 6 || fs[0] != (HeaderField{"Authorization", Redacted}) || fs[1].Name != "Content-Type" {
+		t.Fatalf("fields %+v", fs)
+	}
+	if len(got) > MaxHeaders || !utf8Valid(got) {
+		t.Fatalf("len %d valid %v", len(got), utf8Valid(got))
+	}
+	big := map[string][]string{}
+	for i := 0; i < 200; i++ {
+		big[strings.Repeat("X", 20)+string(rune('A'+i%26))+string(rune('a'+i/26))] = []string{"v"}
+	}
+	if got := FormatHeaders(big); len(got) > MaxHeaders || !strings.HasSuffix(got, "\n") {
+		t.Fatalf("not cut at a line within %d: %d bytes", MaxHeaders, len(got))
+	}
+	if p := BodyPreview([]byte(strings.Repeat("é", 400))); len(p) != 512 || !utf8Valid(p) {
+		t.Fatalf("preview %d bytes", len(p))
+	}
+	if p := BodyPreview([]byte("a\xffb")); p != "a\uFFFDb" {
+		t.Fatalf("preview %q", p)
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "") == s }

@@ -271,6 +271,9 @@ func Normalize(a Attempt) Attempt {
 	if len(a.ResponseBody) > MaxResponseBody {
 		a.ResponseBody = a.ResponseBody[:MaxResponseBody]
 	}
+	a.RequestHeaders = cutUTF8(a.RequestHeaders, MaxHeaders)
+	a.ResponseHeaders = cutUTF8(a.ResponseHeaders, MaxHeaders)
+	a.BodyPreview = cutUTF8(a.BodyPreview, MaxBodyPreview)
 	return a
 }
 

@@ -153,12 +153,16 @@ func TestConsole(t *testing.T) {
 	// The receiver: /ok answers 200; /flaky answers 400 (permanent: to the
 	// DLQ) to a message's first request and 200 after.
 	var mu sync.Mutex
-	seen := map[string]int{} // "/flaky webhook-id" -> requests
+	seen := map[string]int{}        // "/flaky webhook-id" -> requests
+	stamps := map[string][]string{} // "/flaky webhook-id" -> the webhook-timestamp of each request
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		k := r.URL.Path + " " + r.Header.Get("webhook-id")
 		seen[k]++
+		stamps[k] = append(stamps[k], r.Header.Get("webhook-timestamp"))
+		w.Header().Set("X-Receiver", "console-e2e")
+		w.Header().Set("Set-Cookie", "sid=receiver-cookie-secret")
 		if r.URL.Path == "/flaky" && seen[k] == 1 {
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"error":"unknown customer"}`))
@@ -216,6 +220,22 @@ func TestConsole(t *testing.T) {
 		if f := strings.Fields(row); !strings.Contains(row, rate) || !slices.Contains(f, "5") {
 			t.Errorf("endpoints page, row of %s: want 5 attempts and success rate %s: %q", id, rate, row)
 		}
+	}
+
+	// Health in the list (one call: the endpoint record's health), and the
+	// header names the key's tenant (GET /v1/me).
+	for _, id := range []string{okID, flakyID} {
+		want := c.want(c.as(acme).call("GET", "/v1/endpoints/"+id, ""), http.StatusOK)["health"].(string)
+		if got := p.text(fmt.Sprintf(`#endpoints tr[data-endpoint=%q] td.health`, id)); !strings.HasPrefix(got, want) {
+			t.Errorf("endpoints page, health of %s: %q, want %q (the API's)", id, got, want)
+		}
+	}
+	if got := p.text(fmt.Sprintf(`#endpoints tr[data-endpoint=%q] td.health`, okID)); got != "active" {
+		t.Errorf("endpoints page, health of %s: %q, want active", okID, got)
+	}
+	p.run("who", waitJS(`!!document.querySelector('#who')`))
+	if who := p.text("#who"); !strings.Contains(who, "tenant acme") {
+		t.Errorf("header: %q, want the key's tenant acme", who)
 	}
 
 	// Times are the viewer's (the browser's zone), the UTC value on hover.
@@ -280,6 +300,26 @@ func TestConsole(t *testing.T) {
 	if a := p.text("#attempts"); !strings.Contains(a, "unknown customer") || !strings.Contains(a, "400") {
 		t.Errorf("message page lacks the response status or body:\n%s", a)
 	}
+	// The request as sent (the receiver's webhook-timestamp, no signature),
+	// the body preview, the response headers (the cookie redacted).
+	mu.Lock()
+	stamp := stamps["/flaky "+msg][0]
+	mu.Unlock()
+	req, body, resp := p.text("#attempts .req-headers"), p.text("#attempts .body-preview"), p.text("#attempts .resp-headers")
+	for _, want := range []string{"Webhook-Id: " + msg, "Webhook-Timestamp: " + stamp, "Content-Type: application/json", "User-Agent: hookrelay"} {
+		if !strings.Contains(req, want) {
+			t.Errorf("message page, request headers lack %q:\n%s", want, req)
+		}
+	}
+	if strings.Contains(strings.ToLower(req), "signature") || strings.Contains(req, "v1,") {
+		t.Errorf("message page shows the signature:\n%s", req)
+	}
+	if !strings.Contains(body, `"customer.created"`) && !strings.Contains(body, `"n"`) {
+		t.Errorf("message page, body preview: %q", body)
+	}
+	if !strings.Contains(resp, "X-Receiver: console-e2e") || !strings.Contains(resp, "Set-Cookie: [redacted]") || strings.Contains(resp, "receiver-cookie-secret") {
+		t.Errorf("message page, response headers (want X-Receiver, Set-Cookie redacted):\n%s", resp)
+	}
 	// The DLQ record may land a moment after the attempt row: wait for it
 	// through the API, then press resend once.
 	eventually(t, 30*time.Second, "the message's DLQ record", func() (bool, string) {
@@ -303,13 +343,62 @@ func TestConsole(t *testing.T) {
 	p.run("the resend's attempt shown", waitJS(`[...document.querySelectorAll('#attempts li')].some(li => li.dataset.outcome === 'delivered' && li.dataset.delivery.startsWith('rs_'))`))
 	p.shot("6-message-resent")
 
-	// A webhook-id in the log's search field opens its message.
+	// A webhook-id in the log's search field filters the log by it
+	// (webhook_id=): the message's first attempt and the resend's.
 	p.run("search a webhook-id",
 		chromedp.Navigate(base+"/console/#/endpoints/"+flakyID+"/log"),
 		chromedp.WaitVisible(chromedp.CSS("#f-id")),
 		chromedp.SendKeys(chromedp.CSS("#f-id"), msg+kb.Enter),
-		waitJS(`location.hash.endsWith('/messages/`+msg+`') && document.querySelectorAll('#attempts li').length === 2`),
+		waitJS(`location.hash.includes('webhook_id=`+msg+`') && document.querySelectorAll('#log tbody tr').length === 2`),
 	)
+	p.shot("12-log-webhook-id")
+	if log := p.text("#log tbody"); strings.Count(log, msg) != 2 || !strings.Contains(log, "delivered") || !strings.Contains(log, "failed") {
+		t.Errorf("log filtered by webhook-id %s: want its failed attempt and the resend's delivered one:\n%s", msg, log)
+	}
+
+	// The DLQ page: /flaky's 5 records; Replay (by keyboard) sends them
+	// again and the receiver gets each.
+	var dlqMsgs []string
+	for _, d := range c.want(c.as(acme).call("GET", "/v1/dlq?endpoint_id="+flakyID, ""), http.StatusOK)["data"].([]any) {
+		dlqMsgs = append(dlqMsgs, d.(map[string]any)["webhook_id"].(string))
+	}
+	if len(dlqMsgs) != 5 {
+		t.Fatalf("DLQ of %s: %d records, want 5", flakyID, len(dlqMsgs))
+	}
+	p.run("the DLQ page",
+		chromedp.Click(chromedp.CSS(`.top nav a[href="#/dlq"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#dlq-filters")),
+		waitJS(`[...document.querySelectorAll('#d-endpoint option')].some(o => o.value === '`+flakyID+`')`),
+		choose("#d-endpoint", flakyID),
+		chromedp.Click(chromedp.CSS("#d-apply")),
+		waitJS(`location.hash.includes('endpoint_id=`+flakyID+`') && document.querySelectorAll('#dlq tbody tr').length === 5`),
+	)
+	p.shot("13-dlq")
+	if dlq := p.text("#dlq tbody"); strings.Count(dlq, "failed") != 5 || strings.Contains(dlq, okID) {
+		t.Errorf("DLQ page of %s: want its 5 failed records:\n%s", flakyID, dlq)
+	}
+	before := map[string]int{}
+	for _, m := range dlqMsgs {
+		before[m] = requests("/flaky", m)
+	}
+	p.run("replay the DLQ",
+		chromedp.Focus(chromedp.CSS("#btn-replay")),
+		chromedp.KeyEvent(kb.Enter),
+		waitJS(`document.querySelector('#replay-result').textContent.includes('Replayed')`),
+	)
+	p.shot("14-dlq-replayed")
+	if r := p.text("#replay-result"); !strings.Contains(r, "Replayed 5") {
+		t.Errorf("replay result: %q, want 5 replayed", r)
+	}
+	eventually(t, 60*time.Second, "the receiver to get every replayed message", func() (bool, string) {
+		var missing []string
+		for _, m := range dlqMsgs {
+			if requests("/flaky", m) <= before[m] {
+				missing = append(missing, m)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("not yet received again: %v", missing)
+	})
 
 	// Cursor paging: 5 attempts of /ok, 2 a page, newest first, each once.
 	p.run("first page of 2", chromedp.Navigate(base+"/console/#/endpoints/"+okID+"/log?limit=2"),
@@ -376,6 +465,29 @@ func TestConsole(t *testing.T) {
 		t.Error("the rotated secret shows again after leaving the page")
 	}
 
+	// Create an endpoint with the form, by keyboard: the API has it, under
+	// acme, and its secret shows once.
+	p.run("the create form", chromedp.Navigate(base+"/console/#/"), chromedp.WaitVisible(chromedp.CSS("#endpoints tbody")),
+		chromedp.Click(chromedp.CSS("#link-new")), chromedp.WaitVisible(chromedp.CSS("#n-url")))
+	if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`[...document.querySelectorAll('#new-endpoint input')].every(i => document.querySelector('label[for="' + i.id + '"]'))`)); !ok {
+		t.Error("create form: an input without a label")
+	}
+	p.run("fill the create form",
+		chromedp.SendKeys(chromedp.CSS("#n-url"), recv.URL+"/new"),
+		chromedp.SendKeys(chromedp.CSS("#n-event_types"), "invoice.paid, customer.created"),
+		chromedp.SendKeys(chromedp.CSS("#n-rate_per_sec"), "5"),
+	)
+	p.shot("15-new-endpoint")
+	p.run("create", chromedp.SendKeys(chromedp.CSS("#n-timeout"), "5s"+kb.Enter), chromedp.WaitVisible(chromedp.CSS("#created")))
+	p.shot("16-endpoint-created")
+	newID := strings.TrimSpace(p.text("#link-created"))
+	shownSecret, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#created-secret').value`))
+	made := c.want(c.as(acme).call("GET", "/v1/endpoints/"+newID, ""), http.StatusOK)
+	if made["url"] != recv.URL+"/new" || made["tenantid"] != "acme" || made["rate_per_sec"] != 5.0 || made["timeout"] != "5s" ||
+		fmt.Sprint(made["event_types"]) != "[invoice.paid customer.created]" || !strings.HasPrefix(shownSecret, "whsec_") {
+		t.Errorf("created endpoint %s: %v (secret shown %q)", newID, made, shownSecret)
+	}
+
 	// 5. globex sees only its endpoint, and acme's is not found for it.
 	p.run("sign out", chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#apikey")))
 	p.signIn(base, globex)
@@ -395,8 +507,11 @@ func TestConsole(t *testing.T) {
 	// 6. The admin key sees both tenants.
 	p.run("sign out", chromedp.Navigate(base+"/console/#/"), chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#apikey")))
 	p.signIn(base, admin)
-	p.run("every endpoint", waitJS(`document.querySelectorAll('#endpoints tbody tr').length === 3`))
+	p.run("every endpoint", waitJS(`document.querySelectorAll('#endpoints tbody tr').length === 4`))
 	p.shot("8-endpoints-admin")
+	if who := p.text("#who"); !strings.Contains(who, "admin") {
+		t.Errorf("header as admin: %q", who)
+	}
 
 	// 7. The figures' calls fail (503, as when ClickHouse is down): the
 	// pages still work and say "no data". fetch is replaced in the page,
@@ -413,7 +528,7 @@ func TestConsole(t *testing.T) {
 		chromedp.Navigate(base+"/console/#/endpoints/"+flakyID),
 		chromedp.WaitVisible(chromedp.CSS("#stats-nodata")),
 		chromedp.Navigate(base+"/console/#/"),
-		waitJS(`document.querySelectorAll('#endpoints tbody tr').length === 3 && document.body.textContent.includes('Figures of the last 24 h are unavailable')`),
+		waitJS(`document.querySelectorAll('#endpoints tbody tr').length === 4 && document.body.textContent.includes('Figures of the last 24 h are unavailable')`),
 	)
 	p.shot("11-endpoints-stats-down")
 	if row := p.text(fmt.Sprintf(`#endpoints tr[data-endpoint=%q]`, okID)); !strings.Contains(row, "no data") || !strings.Contains(row, "active") {

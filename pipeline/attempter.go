@@ -36,6 +36,10 @@ type AttemptResult struct {
 	Outcome      audit.Outcome // Delivered, RetryScheduled, Failed, Gone or Blocked
 	ErrorClass   string        // "" on success; see webhook's error classes
 	ErrorMessage string
+	// RequestHeaders and ResponseHeaders are the headers sent (no
+	// signature) and received, as audit.FormatHeaders text (redacted, at
+	// most 2 KiB); "" when there were none.
+	RequestHeaders, ResponseHeaders string
 	// RetryAfter is the endpoint's Retry-After, 0 when it sent none.
 	RetryAfter time.Duration
 	// PauseUntil is set when the whole endpoint must pause (a 429): no
@@ -122,6 +126,12 @@ func (h *HTTPAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, bod
 		ErrorClass:   c.ErrorClass,
 		ErrorMessage: c.ErrorMessage,
 		RetryAfter:   c.RetryAfter,
+	}
+	if res.RequestHeader != nil {
+		r.RequestHeaders = audit.FormatHeaders(res.RequestHeader)
+	}
+	if res.Header != nil {
+		r.ResponseHeaders = audit.FormatHeaders(res.Header)
 	}
 	if c.PauseEndpoint {
 		r.PauseUntil = res.SentAt.Add(res.Latency + c.RetryAfter)

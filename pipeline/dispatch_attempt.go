@@ -118,7 +118,19 @@ func canceledRow(it *item, ep *endpoints.Endpoint, attemptID string, res *Attemp
 	row.HTTPStatus = res.StatusCode
 	row.ErrorClass = "canceled"
 	row.ErrorMessage = "partition revoked during the attempt; its next owner retries the delivery"
+	httpDetail(row, it, res)
 	return row
+}
+
+// httpDetail copies what the console's message page shows of the request
+// and the response into an outcome row: the headers as sent and received
+// (redacted, bounded by the attempter) and the body's first 512 bytes, when
+// a request was made.
+func httpDetail(row *audit.Attempt, it *item, res *AttemptResult) {
+	row.RequestHeaders, row.ResponseHeaders = res.RequestHeaders, res.ResponseHeaders
+	if res.RequestHeaders != "" {
+		row.BodyPreview = audit.BodyPreview(it.value)
+	}
 }
 
 // decided routes the result of an attempt (RetryPolicy.Decide) and returns
@@ -138,6 +150,7 @@ func (d *Dispatcher) decided(it *item, ep *endpoints.Endpoint, attemptID string,
 	row.ErrorMessage = res.ErrorMessage
 	row.ResponseBody = res.Body
 	row.NextAttemptAt = dec.NextAttemptAt
+	httpDetail(row, it, res)
 	d.m.attempts.Add(ctx, 1, attrOutcome(dec.Outcome))
 	d.m.attemptLatency.Record(ctx, res.Latency.Seconds())
 

@@ -115,24 +115,27 @@ func count(t *testing.T, s audit.Store, f audit.Filter) int64 {
 
 func testRoundTrip(t *testing.T, s audit.Store) {
 	full := audit.Attempt{
-		AttemptID:      "0123456789abcdef0123456789abcdef",
-		DeliveryID:     "dlv_1",
-		EventID:        "evt-1",
-		WebhookID:      "msg_2f1a",
-		EventType:      "invoice.paid",
-		Tenant:         "tenant-7",
-		EndpointID:     "ep-1",
-		URLHost:        "hooks.example.com:8443",
-		AttemptNumber:  3,
-		AttemptedAt:    base,
-		LatencyMs:      1234,
-		HTTPStatus:     503,
-		Outcome:        audit.RetryScheduled,
-		ErrorClass:     "http_503",
-		ErrorMessage:   "service unavailable\nretry later",
-		ResponseBody:   `{"error":"busy"}`,
-		NextAttemptAt:  base.Add(90*time.Second + 456*time.Millisecond),
-		FirstAttemptAt: base.Add(-10*time.Minute - 789*time.Millisecond),
+		AttemptID:       "0123456789abcdef0123456789abcdef",
+		DeliveryID:      "dlv_1",
+		EventID:         "evt-1",
+		WebhookID:       "msg_2f1a",
+		EventType:       "invoice.paid",
+		Tenant:          "tenant-7",
+		EndpointID:      "ep-1",
+		URLHost:         "hooks.example.com:8443",
+		AttemptNumber:   3,
+		AttemptedAt:     base,
+		LatencyMs:       1234,
+		HTTPStatus:      503,
+		Outcome:         audit.RetryScheduled,
+		ErrorClass:      "http_503",
+		ErrorMessage:    "service unavailable\nretry later",
+		ResponseBody:    `{"error":"busy"}`,
+		NextAttemptAt:   base.Add(90*time.Second + 456*time.Millisecond),
+		FirstAttemptAt:  base.Add(-10*time.Minute - 789*time.Millisecond),
+		RequestHeaders:  "Content-Type: application/json\nWebhook-Id: msg_2f1a\nWebhook-Timestamp: 1740830400\n",
+		BodyPreview:     `{"type":"invoice.paid","data":{"q":"it's \\ é"}}`,
+		ResponseHeaders: "Retry-After: 90\nSet-Cookie: " + audit.Redacted + "\n",
 	}
 	bare := audit.Attempt{ // every optional field empty
 		AttemptID:   "bare",
@@ -185,6 +188,9 @@ func testNormalize(t *testing.T, s audit.Store) {
 	}
 	if n := len(got[0].ResponseBody); n != audit.MaxResponseBody {
 		t.Errorf("ResponseBody has %d bytes, want %d", n, audit.MaxResponseBody)
+	}
+	if n := len(got[0].BodyPreview) + len(got[0].RequestHeaders) + len(got[0].ResponseHeaders); n != 0 {
+		t.Errorf("empty request/response detail read back as %d bytes", n)
 	}
 }
 

@@ -170,7 +170,8 @@ func (c *Store) Close() error { return c.conn.Close() }
 // The attempts table's columns, in insert and select order.
 const columns = "attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, " +
 	"attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, " +
-	"response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms"
+	"response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms, " +
+	"request_headers, body_preview, response_headers"
 
 // selectColumns is columns with the DateTimes read as unix seconds.
 var selectColumns = strings.NewReplacer("attempted_at,", "toUInt32(attempted_at),", "next_attempt_at,", "toUInt32(next_attempt_at),", "first_attempt_at,", "toUInt32(first_attempt_at),").Replace(columns)
@@ -191,6 +192,7 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	attemptID, deliveryID, eventID, webhookID := strs(), strs(), strs(), strs()
 	eventType, tenant, endpointID, urlHost := strs(), strs(), strs(), strs()
 	outcome, errorClass, errorMessage, responseBody := strs(), strs(), strs(), strs()
+	reqHeaders, bodyPreview, respHeaders := strs(), strs(), strs()
 	attemptNumber, attemptedMs, httpStatus, nextMs, firstMs := u16s(), u16s(), u16s(), u16s(), u16s()
 	attemptedAt, nextAt, firstAt := make([]int64, n), make([]int64, n), make([]int64, n) // unix seconds (DateTime)
 	latency := make([]uint32, n)
@@ -200,6 +202,7 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 		eventType[i], tenant[i], endpointID[i], urlHost[i] = a.EventType, a.Tenant, a.EndpointID, a.URLHost
 		outcome[i], errorClass[i], errorMessage[i], responseBody[i] = string(a.Outcome), a.ErrorClass, a.ErrorMessage, a.ResponseBody
 		attemptNumber[i], httpStatus[i], latency[i] = uint16(a.AttemptNumber), uint16(a.HTTPStatus), uint32(a.LatencyMs)
+		reqHeaders[i], bodyPreview[i], respHeaders[i] = a.RequestHeaders, a.BodyPreview, a.ResponseHeaders
 		attemptedAt[i], attemptedMs[i] = splitMs(a.AttemptedAt)
 		if !a.NextAttemptAt.IsZero() {
 			nextAt[i], nextMs[i] = splitMs(a.NextAttemptAt)
@@ -214,7 +217,7 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	}
 	for i, col := range []any{attemptID, deliveryID, eventID, webhookID, eventType, tenant, endpointID, urlHost,
 		attemptNumber, attemptedAt, attemptedMs, latency, httpStatus, outcome, errorClass, errorMessage,
-		responseBody, nextAt, nextMs, firstAt, firstMs} {
+		responseBody, nextAt, nextMs, firstAt, firstMs, reqHeaders, bodyPreview, respHeaders} {
 		if err := batch.Column(i).Append(col); err != nil {
 			batch.Abort()
 			return fmt.Errorf("audit: insert %d attempts: column %d: %w", n, i, err)
@@ -390,7 +393,8 @@ func (c *Store) readRows(ctx context.Context, q audit.Query, sql string) ([]audi
 		)
 		if err := rows.Scan(&a.AttemptID, &a.DeliveryID, &a.EventID, &a.WebhookID, &a.EventType, &a.Tenant,
 			&a.EndpointID, &a.URLHost, &attemptNumber, &attAt, &attMs, &latency, &status, &outcome,
-			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs, &firstAt, &firstMs); err != nil {
+			&a.ErrorClass, &a.ErrorMessage, &a.ResponseBody, &nextAt, &nextMs, &firstAt, &firstMs,
+			&a.RequestHeaders, &a.BodyPreview, &a.ResponseHeaders); err != nil {
 			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 		}
 		a.Outcome = audit.Outcome(outcome)

@@ -373,3 +373,52 @@ func ids(as []audit.Attempt) []string {
 func TestClickHouseStats(t *testing.T) {
 	audittest.RunStats(t, func(t *testing.T) audittest.StatsStore { return newClickHouse(t) })
 }
+
+// TestClickHouseHTTPDetailMigration: rows stored before migration 0006
+// (request_headers, body_preview, response_headers) read back with them
+// empty after it, and new rows keep them (18.16 in the local stack; chdb
+// runs the DDL on a current engine, testdata/chdb_check.py).
+func TestClickHouseHTTPDetailMigration(t *testing.T) {
+	ctx := context.Background()
+	db := stack.Database(t) + "_v5"
+	s := openClickHouse(t, db)
+	t.Cleanup(func() { _ = s.DropDatabase(context.Background()) })
+	if err := s.MigrateUpTo(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	old := audittest.Attempt("ep", 1)
+	// The columns of version 5: the insert a binary of that version sends.
+	v4 := strings.TrimSuffix(chstore.Columns, ", request_headers, body_preview, response_headers")
+	if v4 == chstore.Columns {
+		t.Fatal("the column list no longer ends with the 0006 columns")
+	}
+	if err := s.InsertRow(ctx, v4, old.AttemptID, "d", "e", "msg_old", "t", "", "ep", "h", uint16(1), old.AttemptedAt.Unix(), uint16(0),
+		uint32(5), uint16(200), "delivered", "", "", "ok", int64(0), uint16(0), int64(0), uint16(0)); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := s.Migrate(ctx)
+	if err != nil || len(applied) == 0 || applied[0].Version != 6 {
+		t.Fatalf("Migrate from 5 applied %v, %v", applied, err)
+	}
+	fresh := audittest.Attempt("ep", 2)
+	fresh.RequestHeaders, fresh.BodyPreview, fresh.ResponseHeaders = "Webhook-Id: msg_new\n", `{"a":1}`, "X-Seen: yes\n"
+	if err := s.Insert(ctx, []audit.Attempt{fresh}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Log(ctx, audit.Query{EndpointID: "ep"})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Log = %d attempts, %v", len(got), err)
+	}
+	for _, a := range got {
+		switch a.AttemptID {
+		case old.AttemptID:
+			if a.RequestHeaders != "" || a.BodyPreview != "" || a.ResponseHeaders != "" || a.ResponseBody != "ok" {
+				t.Errorf("row stored before 0006: %+v", a)
+			}
+		case fresh.AttemptID:
+			if a.RequestHeaders != fresh.RequestHeaders || a.BodyPreview != fresh.BodyPreview || a.ResponseHeaders != fresh.ResponseHeaders {
+				t.Errorf("row stored after 0006: %+v", a)
+			}
+		}
+	}
+}

@@ -123,3 +123,45 @@ func (c *Store) Parts(ctx context.Context) (parts, rows, onDisk, compressed, unc
 FROM system.parts WHERE database = '%s' AND table = 'attempts' AND active`, c.db)).Scan(&parts, &rows, &onDisk, &compressed, &uncompressed)
 	return
 }
+
+// MigrateUpTo applies the migrations up to version v only (as a binary of
+// that version would), recording them.
+func (c *Store) MigrateUpTo(ctx context.Context, v int) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	for _, s := range bootstrap {
+		if err := c.execDDL(ctx, s); err != nil {
+			return err
+		}
+	}
+	for _, m := range ms {
+		if m.Version > v {
+			break
+		}
+		for _, s := range m.statements {
+			if err := c.execDDL(ctx, s); err != nil {
+				return err
+			}
+		}
+		if err := c.recordMigration(ctx, m.Migration); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// InsertRow inserts one row into the attempts table with the given column
+// list (a batch: 18.16 waits for data blocks after a plain INSERT … VALUES).
+func (c *Store) InsertRow(ctx context.Context, cols string, row ...any) error {
+	b, err := c.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.attempts (%s)", c.db, cols))
+	if err != nil {
+		return err
+	}
+	if err := b.Append(row...); err != nil {
+		b.Abort()
+		return err
+	}
+	return b.Send()
+}

@@ -200,7 +200,8 @@ func goldenFixture() []audit.Attempt {
 	r := mk("a-4", "ep-1", time.Millisecond, audit.RetryScheduled, 40)
 	r.HTTPStatus, r.ErrorClass, r.ErrorMessage, r.ResponseBody = 503, "http_503", "busy", `{"e":"it's busy"}`
 	r.NextAttemptAt = base.Add(30*time.Second + 7*time.Millisecond)
-	moved := mk("c-7", "ep-1", 3*time.Second, audit.Delivered, 70) // ep-1 under another tenant later
+	r.RequestHeaders, r.BodyPreview, r.ResponseHeaders = "Webhook-Id: msg_a-4", `{"q":"it's \\"}`, "Retry-After: 30" // one line each: the check reads raw TSV
+	moved := mk("c-7", "ep-1", 3*time.Second, audit.Delivered, 70)                                                   // ep-1 under another tenant later
 	moved.Tenant = "t2"
 	bare := mk("c-8", "ep-1", 4*time.Second, audit.Abandoned, 0) // and under none
 	bare.Tenant = ""
@@ -238,11 +239,11 @@ func valuesInsert(db string, as []audit.Attempt) string {
 		if i == 0 {
 			sep = ""
 		}
-		fmt.Fprintf(&w, "%s\n(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %s, %s, %s, %s, %d, %d, %d, %d)", sep,
+		fmt.Fprintf(&w, "%s\n(%s, %s, %s, %s, %s, %s, %s, %s, %d, %d, %d, %d, %d, %s, %s, %s, %s, %d, %d, %d, %d, %s, %s, %s)", sep,
 			quote(a.AttemptID), quote(a.DeliveryID), quote(a.EventID), quote(a.WebhookID), quote(a.EventType),
 			quote(a.Tenant), quote(a.EndpointID), quote(a.URLHost), a.AttemptNumber, at, atMs, a.LatencyMs,
 			a.HTTPStatus, quote(string(a.Outcome)), quote(a.ErrorClass), quote(a.ErrorMessage), quote(a.ResponseBody),
-			next, nextMs, first, firstMs)
+			next, nextMs, first, firstMs, quote(a.RequestHeaders), quote(a.BodyPreview), quote(a.ResponseHeaders))
 	}
 	return w.String()
 }

@@ -881,3 +881,80 @@ func TestOperatorEvents(t *testing.T) {
 		t.Errorf("secret_rotated old_secrets_expire_at %v, want in about 1 h", x)
 	}
 }
+
+// Issue 12's console needs: GET /v1/me, the webhook_id filter, the request
+// and response detail of an attempt, and the health of every endpoint in
+// the list.
+func TestConsoleNeeds(t *testing.T) {
+	e := newEnv(t)
+	tk := e.newKey(t, false, "acme")
+	ak := e.newKey(t, true, "")
+	type me struct {
+		KeyID  string  `json:"key_id"`
+		Role   string  `json:"role"`
+		Tenant *string `json:"tenantid"`
+	}
+	if m := decodeBody[me](t, e.call(t, "GET", "/v1/me", tk, "")); m.Role != "tenant" || m.Tenant == nil || *m.Tenant != "acme" ||
+		m.KeyID == "" || !strings.Contains(tk, m.KeyID) {
+		t.Fatalf("tenant key: /v1/me %+v", m)
+	}
+	if m := decodeBody[me](t, e.call(t, "GET", "/v1/me", ak, "")); m.Role != "admin" || m.Tenant != nil {
+		t.Fatalf("admin key: /v1/me %+v", m)
+	}
+	want(t, e.call(t, "GET", "/v1/me", "", ""), http.StatusUnauthorized)
+
+	ep := e.create(t, tk, `{"url":"https://a.example/hook"}`)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var rows []audit.Attempt
+	for i := range 4 {
+		rows = append(rows, audit.Attempt{AttemptID: fmt.Sprintf("a%d", i), DeliveryID: "d", EventID: fmt.Sprintf("e%d", i),
+			WebhookID: fmt.Sprintf("msg_%d", i%2), EventType: "invoice.paid", EndpointID: ep.ID, Tenant: "acme", AttemptNumber: 1,
+			AttemptedAt: now.Add(-time.Duration(i) * time.Second), Outcome: audit.Delivered, HTTPStatus: 200,
+			RequestHeaders:  audit.FormatHeaders(map[string][]string{"Webhook-Id": {fmt.Sprintf("msg_%d", i%2)}, "Content-Type": {"application/json"}}),
+			BodyPreview:     `{"n":1}`,
+			ResponseHeaders: audit.FormatHeaders(map[string][]string{"Set-Cookie": {"s=secret"}, "X-Served-By": {"r1"}})})
+	}
+	if err := e.attempts.Insert(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	type page struct {
+		Data []struct {
+			AttemptID       string              `json:"attempt_id"`
+			WebhookID       string              `json:"webhook_id"`
+			RequestHeaders  []audit.HeaderField `json:"request_headers"`
+			BodyPreview     string              `json:"body_preview"`
+			ResponseHeaders []audit.HeaderField `json:"response_headers"`
+		}
+	}
+	pg := decodeBody[page](t, e.call(t, "GET", "/v1/endpoints/"+ep.ID+"/attempts?webhook_id=msg_1", tk, ""))
+	if len(pg.Data) != 2 || pg.Data[0].AttemptID != "a1" || pg.Data[1].AttemptID != "a3" {
+		t.Fatalf("webhook_id=msg_1: %+v", pg.Data)
+	}
+	a := pg.Data[0]
+	if len(a.RequestHeaders) != 2 || a.RequestHeaders[1] != (audit.HeaderField{Name: "Webhook-Id", Value: "msg_1"}) ||
+		a.BodyPreview != `{"n":1}` || len(a.ResponseHeaders) != 2 || a.ResponseHeaders[0] != (audit.HeaderField{Name: "Set-Cookie", Value: audit.Redacted}) {
+		t.Fatalf("attempt detail %+v", a)
+	}
+
+	type list struct {
+		Data []struct {
+			ID     string `json:"id"`
+			Health string `json:"health"`
+		}
+	}
+	l := decodeBody[list](t, e.call(t, "GET", "/v1/endpoints", tk, ""))
+	if len(l.Data) != 1 || l.Data[0].Health != "active" {
+		t.Fatalf("list %+v", l.Data)
+	}
+	since := now.Add(-time.Minute)
+	if err := e.store.SetStatus(context.Background(), ep.ID, endpoints.Status{State: endpoints.Active, At: now, FailingSince: &since}); err != nil {
+		t.Fatal(err)
+	}
+	if l = decodeBody[list](t, e.call(t, "GET", "/v1/endpoints", tk, "")); len(l.Data) != 1 || l.Data[0].Health != "failing" {
+		t.Fatalf("failing endpoint listed %+v", l.Data)
+	}
+	want(t, e.call(t, "POST", "/v1/endpoints/"+ep.ID+"/disable", tk, ""), http.StatusOK)
+	if l = decodeBody[list](t, e.call(t, "GET", "/v1/endpoints", tk, "")); len(l.Data) != 1 || l.Data[0].Health != "disabled" {
+		t.Fatalf("disabled endpoint listed %+v", l.Data)
+	}
+}

@@ -32,6 +32,7 @@ type endpointView struct {
 	ConnectTimeout string        `json:"connect_timeout"`
 	Status         string        `json:"status"`
 	StatusReason   string        `json:"status_reason,omitempty"`
+	Health         string        `json:"health"` // status, or "failing" while active and failing (healthOf)
 	Secrets        []secretView  `json:"secrets"`
 	ConfigError    []FieldDetail `json:"config_error,omitempty"`
 	CreatedAt      time.Time     `json:"created_at"`
@@ -51,7 +52,7 @@ func viewOf(e *endpoints.Endpoint) endpointView {
 	v := endpointView{ID: e.ID, URL: m.URL, TenantID: e.TenantID, EventTypes: e.EventTypes, RatePerSec: e.RatePerSec,
 		MaxInFlight: e.MaxInFlight, Timeout: e.Timeout.String(), ConnectTimeout: e.ConnectTimeout.String(),
 		Status: string(st), StatusReason: reason, Secrets: []secretView{}, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-		Version: e.Version, ConfigError: fieldDetails(e.ConfigError)}
+		Version: e.Version, ConfigError: fieldDetails(e.ConfigError), Health: healthOf(e)}
 	if v.EventTypes == nil {
 		v.EventTypes = []string{}
 	}

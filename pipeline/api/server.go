@@ -114,6 +114,7 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(OpenAPI)
 	})
+	s.handle("GET /v1/me", s.me)
 	s.handle("GET /v1/endpoints", s.listEndpoints)
 	s.handle("POST /v1/endpoints", s.idempotent(s.createEndpoint))
 	s.handle("GET /v1/endpoints/{id}", s.getEndpoint)
@@ -177,4 +178,20 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	s.o.Logger.Error("api: internal error", "path", r.URL.Path, "err", err)
 	writeProblem(w, r, probInternal, "")
+}
+
+// me answers GET /v1/me: who the request's API key is (its key ID, its
+// role, the tenant of a tenant key), so a client such as the console can
+// show whose data it sees. Like Stripe's GET /v1/account, it needs no
+// permission beyond a valid key.
+func (s *Server) me(w http.ResponseWriter, _ *http.Request, p Principal) {
+	role := "tenant"
+	if p.Admin {
+		role = "admin"
+	}
+	out := map[string]any{"key_id": p.KeyID, "role": role}
+	if !p.Admin {
+		out["tenantid"] = p.Tenant
+	}
+	writeJSON(w, http.StatusOK, out)
 }

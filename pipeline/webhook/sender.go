@@ -289,6 +289,11 @@ type Result struct {
 	// redacted ([RedactURL]: no userinfo, query or fragment) and cut to
 	// MaxHeaderValue (1 KiB) bytes. No other response header is kept.
 	Location string
+	// RequestHeader is the request's header as sent, without
+	// webhook-signature (nil when no request was built). Header is the
+	// response's header (nil without a response); Go bounds it to 64 KiB.
+	// Both are for the delivery log, which redacts and cuts them.
+	RequestHeader, Header map[string][]string
 	// RetryAfter is the response's Retry-After (either form, parsed by
 	// ParseRetryAfter), resolved against the Sender's clock when
 	// the response arrived; a past date is 0. It is not capped. Meaningful
@@ -348,6 +353,7 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 	req.Header.Set("User-Agent", s.userAgent)
 	req.Header.Set(HeaderWebhookID, r.WebhookID)
 	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	res.RequestHeader = req.Header.Clone()
 	req.Header.Set(HeaderWebhookSignature, Sign(r.WebhookID, now, r.Body, r.Secrets...))
 
 	start := time.Now()
@@ -362,6 +368,7 @@ func (s *Sender) Send(ctx context.Context, r *Request) Result {
 		return res
 	}
 	res.StatusCode = resp.StatusCode
+	res.Header = resp.Header
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		res.Location = boundText(RedactURL(boundText(resp.Header.Get("Location"), 4*MaxHeaderValue)), MaxHeaderValue)
 	}

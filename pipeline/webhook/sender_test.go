@@ -550,3 +550,29 @@ func TestSenderDefaultUserAgent(t *testing.T) {
 		t.Errorf("user-agent = %q", ua)
 	}
 }
+
+// Result carries the request's headers as sent, without the signature, and
+// the response's headers, for the delivery log (issue 12).
+func TestSendKeepsHeaders(t *testing.T) {
+	srv, _ := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(webhook.HeaderWebhookSignature) == "" {
+			t.Error("the request went out unsigned")
+		}
+		w.Header().Set("X-Seen", "yes")
+	})
+	s := newSender(t, webhook.Options{AllowNetworks: loopback})
+	req := testRequest(t, srv.URL+"/hook", webhook.NewSecret())
+	req.Header = http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	res := s.Send(context.Background(), req)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h := http.Header(res.RequestHeader)
+	if h.Get(webhook.HeaderWebhookSignature) != "" || h.Get(webhook.HeaderWebhookID) != req.WebhookID ||
+		h.Get(webhook.HeaderWebhookTimestamp) == "" || h.Get("Traceparent") == "" || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("request header kept %v", h)
+	}
+	if http.Header(res.Header).Get("X-Seen") != "yes" {
+		t.Fatalf("response header kept %v", res.Header)
+	}
+}

@@ -278,35 +278,51 @@ FROM audit_sqlcheck.attempts
 GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0)
+-- request_headers / body_preview / response_headers: the request as sent
+-- (headers without the signature, the body's first 512 bytes) and the
+-- response's headers, for the console's message page (issue 12). Text of
+-- "Name: value" lines (audit.FormatHeaders), at most 2 KiB each, credentials
+-- redacted. Rows stored before this migration read ''. One column per
+-- statement: 18.16 has no ADD COLUMN IF NOT EXISTS (a repeat fails
+-- "already exists", which Migrate counts as applied).
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN request_headers String DEFAULT ''
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0)
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN body_preview String DEFAULT ''
+;
+
+ALTER TABLE audit_sqlcheck.attempts ADD COLUMN response_headers String DEFAULT ''
+;
+
+INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms, request_headers, body_preview, response_headers) VALUES
+('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0, 'Webhook-Id: msg_a-4', '{"q":"it\'s \\\\"}', 'Retry-After: 30'),
+('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', ''),
+('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0, '', '', ''),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', '')
+;
+
+INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms, request_headers, body_preview, response_headers) VALUES
+('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0, 'Webhook-Id: msg_a-4', '{"q":"it\'s \\\\"}', 'Retry-After: 30'),
+('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', ''),
+('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0, '', '', ''),
+('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
+('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', '')
 ;
 
 -- check: log
 -- expect: a-6 | c-8 | c-7 | a-4 | a-3 | a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -316,7 +332,7 @@ LIMIT 100
 
 -- check: log_limit
 -- expect: a-6 | c-8 | c-7
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -326,7 +342,7 @@ LIMIT 3
 
 -- check: log_event_delivery
 -- expect: a-1
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND event_id = 'evt-1'
@@ -338,7 +354,7 @@ LIMIT 100
 
 -- check: log_outcomes_since
 -- expect: a-4 | a-3
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND outcome IN ('retry_scheduled', 'failed')
@@ -350,7 +366,7 @@ LIMIT 100
 
 -- check: log_before
 -- expect: a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND attempted_at <= 1740830400 AND (attempted_at < 1740830400 OR attempted_ms < 251 OR (attempted_ms = 251 AND attempt_id < 'a-3'))
@@ -361,7 +377,7 @@ LIMIT 100
 
 -- check: log_quoting
 -- expect: q-1
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'it\'s \\ ep'
 ORDER BY attempted_at DESC, attempted_ms DESC, attempt_id DESC, outcome = 'interrupted'
@@ -371,7 +387,7 @@ LIMIT 100
 
 -- check: log_tenant
 -- expect: a-6 | a-4 | a-3 | a-2 | a-1 | a-5
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = 't1'
@@ -382,7 +398,7 @@ LIMIT 100
 
 -- check: log_tenant_other
 -- expect: c-7
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = 't2'
@@ -393,7 +409,7 @@ LIMIT 100
 
 -- check: log_no_tenant
 -- expect: c-8
-SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms
+SELECT attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, toUInt32(attempted_at), attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, toUInt32(next_attempt_at), next_attempt_ms, toUInt32(first_attempt_at), first_attempt_ms, request_headers, body_preview, response_headers
 FROM audit_sqlcheck.attempts
 WHERE endpoint_id = 'ep-1'
   AND tenant = ''

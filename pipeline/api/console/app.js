@@ -6,6 +6,8 @@
 //   #/endpoints/{id}                     one endpoint
 //   #/endpoints/{id}/log?<filters>       its delivery log
 //   #/endpoints/{id}/messages/{msg_id}   one message, every attempt
+//   #/new                                create an endpoint
+//   #/dlq?<filters>                      the DLQ: list and replay
 // Libraries (vendor/, see NOTICE.md): Preact + htm for the views, uPlot for
 // the charts.
 import { h, render } from './vendor/preact.js';
@@ -66,6 +68,8 @@ function parseRoute() {
   const [path, qs] = raw.split('?');
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   const query = new URLSearchParams(qs || '');
+  if (parts[0] === 'new') return { page: 'new', query };
+  if (parts[0] === 'dlq') return { page: 'dlq', query };
   if (parts[0] === 'endpoints' && parts.length >= 2) {
     if (parts[2] === 'log') return { page: 'log', id: parts[1], query };
     if (parts[2] === 'messages' && parts[3]) return { page: 'message', id: parts[1], msg: parts[3], query };
@@ -199,21 +203,22 @@ function EndpointsPage() {
   const [filter, setFilter] = useState('');
   const eps = (data ? data.endpoints : []).filter((e) => {
     const f = filter.trim().toLowerCase();
-    return !f || [e.id, e.url, e.tenantid || '', e.status].some((s) => s.toLowerCase().includes(f));
+    return !f || [e.id, e.url, e.tenantid || '', e.status, e.health || ''].some((s) => s.toLowerCase().includes(f));
   });
   return html`<section aria-labelledby="h-endpoints">
     <h1 id="h-endpoints">Endpoints</h1>
     <div class="toolbar">
-      <label for="ep-filter">Filter by ID, URL, tenant or status</label>
+      <label for="ep-filter">Filter by ID, URL, tenant or health</label>
       <input id="ep-filter" type="search" value=${filter} onInput=${(e) => setFilter(e.target.value)} />
       <button type="button" onClick=${reload}>Refresh</button>
+      <a id="link-new" class="button" href="#/new">Create endpoint</a>
     </div>
     <${ErrorBox} err=${err} />
     ${data && data.statsErr && html`<p class="notice" role="status">Figures of the last 24 h are unavailable (${data.statsErr}): shown as “no data”.</p>`}
     ${loading && !data ? html`<p class="muted">Loading…</p>` : html`
     <table id="endpoints" class="grid">
       <caption>${eps.length} endpoint${eps.length === 1 ? '' : 's'}; figures over the last 24 hours</caption>
-      <thead><tr><th scope="col">Endpoint</th><th scope="col">URL</th><th scope="col">Tenant</th><th scope="col">Status</th>
+      <thead><tr><th scope="col">Endpoint</th><th scope="col">URL</th><th scope="col">Tenant</th><th scope="col">Health</th>
         <th scope="col" class="num">Attempts</th><th scope="col" class="num">Success rate</th><th scope="col" class="num">p99 latency</th>
         <th scope="col">Last attempt</th><th scope="col"><span class="sr">Links</span></th></tr></thead>
       <tbody>${eps.map((e) => {
@@ -222,7 +227,7 @@ function EndpointsPage() {
         return html`<tr key=${e.id} class=${bad ? 'bad' : ''} data-endpoint=${e.id}>
           <th scope="row"><a href=${hrefEndpoint(e.id)}>${e.id}</a></th>
           <td class="url">${e.url}</td><td>${e.tenantid || html`<span class="muted">none</span>`}</td>
-          <td><${Status} status=${e.status} reason=${e.status_reason} /></td>
+          <td class="health"><${Status} status=${e.health || e.status} reason=${e.status_reason} /></td>
           <td class="num">${orNoData(s.attempts)}</td>
           <td class="num">${orNoData(pct(s.success_rate))}</td>
           <td class="num">${orNoData(ms(s.latency_p99_ms))}</td>
@@ -427,7 +432,7 @@ function EndpointPage({ id }) {
 
 // ---- the delivery log ------------------------------------------------------
 
-const FILTERS = ['since', 'until', 'outcome', 'event_type', 'event_id'];
+const FILTERS = ['since', 'until', 'outcome', 'event_type', 'event_id', 'webhook_id'];
 
 // LogPage is remounted for each query (App keys it), so the form starts
 // from the URL's filters and never overwrites what is being typed.
@@ -435,7 +440,8 @@ function LogPage({ id, query }) {
   const qkey = query.toString();
   const [form, setForm] = useState(() => ({
     since: toLocalInput(query.get('since')), until: toLocalInput(query.get('until')),
-    outcome: query.get('outcome') || '', event_type: query.get('event_type') || '', event_id: query.get('event_id') || '',
+    outcome: query.get('outcome') || '', event_type: query.get('event_type') || '',
+    event_id: query.get('event_id') || query.get('webhook_id') || '',
     limit: query.get('limit') || '50',
   }));
   const [{ loading, data, err }] = useLoad(() => {
@@ -448,13 +454,12 @@ function LogPage({ id, query }) {
   function apply(e) {
     e.preventDefault();
     const term = form.event_id.trim();
-    if (term.startsWith('msg_')) { location.hash = hrefMessage(id, term); return; } // a webhook-id: its message page
     const q = new URLSearchParams();
     if (form.since) q.set('since', fromLocalInput(form.since));
     if (form.until) q.set('until', fromLocalInput(form.until));
     if (form.outcome) q.set('outcome', form.outcome);
     if (form.event_type.trim()) q.set('event_type', form.event_type.trim());
-    if (term) q.set('event_id', term);
+    if (term) q.set(term.startsWith('msg_') ? 'webhook_id' : 'event_id', term); // msg_…: a webhook-id
     if (form.limit !== '50') q.set('limit', form.limit);
     location.hash = hrefLog(id, q);
   }
@@ -513,6 +518,11 @@ function LogPage({ id, query }) {
 
 // ---- one message -----------------------------------------------------------
 
+function Headers({ hs, none, cls }) {
+  if (!hs || hs.length === 0) return html`<span class="muted">${none}</span>`;
+  return html`<pre class=${'headers ' + cls}>${hs.map((f) => `${f.name}: ${f.value}`).join('\n')}</pre>`;
+}
+
 function MessagePage({ id, msg }) {
   const [{ data, err }, reload] = useLoad(() => api('GET', `/v1/endpoints/${enc(id)}/messages/${enc(msg)}`), [id, msg]);
   const [resend, setResend] = useState(null);
@@ -546,16 +556,16 @@ function MessagePage({ id, msg }) {
     </div>
     <div aria-live="polite" id="resend-result">${resend && html`<p class="ok">Resent as delivery <code>${resend.resend_id}</code>: its attempts appear below as they happen.</p>`}</div>
     <${ErrorBox} err=${rerr} />
-    <p class="muted">The delivery log does not record the request body or the response headers; the signature is never shown.</p>
+    <p class="muted">Headers as sent and received (credentials redacted; the signature is never shown); the body's first 512 bytes.</p>
     <ol id="attempts" class="attempts" reversed>
       ${as.map((a) => html`<li key=${a.attempt_id} class="card" data-outcome=${a.outcome} data-delivery=${a.delivery_id}>
         <h2>Attempt ${a.attempt_number} <${Outcome} o=${a.outcome} /> <small><${Time} t=${a.attempted_at} /></small></h2>
         <dl>
           <dt>Delivery</dt><dd><code>${a.delivery_id}</code>${a.delivery_id.startsWith('rs_') ? ' (a resend)' : ''}</dd>
-          <dt>Request headers</dt><dd><pre class="headers">${`content-type: application/json\nwebhook-id: ${a.webhook_id}\nwebhook-timestamp: (the attempt's time, not recorded)\nwebhook-signature: (not shown)`}</pre></dd>
-          <dt>Body preview</dt><dd><span class="muted">not recorded</span></dd>
+          <dt>Request headers</dt><dd><${Headers} hs=${a.request_headers} none="no request sent" cls="req-headers" /></dd>
+          <dt>Body preview</dt><dd>${a.body_preview ? html`<pre class="body body-preview">${a.body_preview}</pre>` : html`<span class="muted">none</span>`}</dd>
           <dt>Response status</dt><dd>${a.http_status || html`<span class="muted">no response</span>`}</dd>
-          <dt>Response headers</dt><dd><span class="muted">not recorded</span></dd>
+          <dt>Response headers</dt><dd><${Headers} hs=${a.response_headers} none="no response" cls="resp-headers" /></dd>
           <dt>Response body</dt><dd>${a.response_body ? html`<pre class="body">${a.response_body}</pre>` : html`<span class="muted">empty</span>`}</dd>
           <dt>Latency</dt><dd>${a.latency_ms} ms</dd>
           <dt>Error</dt><dd>${a.error_class ? html`<code>${a.error_class}</code> ${a.error_message}` : html`<span class="muted">none</span>`}</dd>
@@ -568,6 +578,136 @@ function MessagePage({ id, msg }) {
 
 // ---- the shell -------------------------------------------------------------
 
+// Who shows whose data the key sees (GET /v1/me).
+function Who() {
+  const [{ data }] = useLoad(() => api('GET', '/v1/me'), []);
+  if (!data) return html`<span class="who muted">key …</span>`;
+  return html`<span class="who" id="who">${data.role === 'admin' ? html`admin (every tenant)` : html`tenant <strong>${data.tenantid || 'none'}</strong>`}${' · key '}<code>${data.key_id}</code></span>`;
+}
+
+// ---- create an endpoint ----------------------------------------------------
+
+function NewEndpointPage() {
+  const [form, setForm] = useState({ url: '', event_types: '', id: '', tenantid: '', rate_per_sec: '', max_in_flight: '', timeout: '' });
+  const [{ data: me }] = useLoad(() => api('GET', '/v1/me'), []);
+  const [err, setErr] = useState(null);
+  const [created, setCreated] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const set = (f) => (e) => setForm({ ...form, [f]: e.target.value });
+  async function submit(e) {
+    e.preventDefault();
+    setBusy(true); setErr(null);
+    const body = { url: form.url.trim() };
+    const types = form.event_types.split(',').map((t) => t.trim()).filter(Boolean);
+    if (types.length) body.event_types = types;
+    if (form.id.trim()) body.id = form.id.trim();
+    if (form.tenantid.trim()) body.tenantid = form.tenantid.trim();
+    if (form.rate_per_sec) body.rate_per_sec = Number(form.rate_per_sec);
+    if (form.max_in_flight) body.max_in_flight = Number(form.max_in_flight);
+    if (form.timeout.trim()) body.timeout = form.timeout.trim();
+    try { setCreated(await api('POST', '/v1/endpoints', body)); } catch (e2) { setErr(e2); } finally { setBusy(false); }
+  }
+  const admin = me && me.role === 'admin';
+  const fieldErr = (f) => err && err.problem && (err.problem.errors || []).filter((x) => x.field === f).map((x) => x.reason).join('; ');
+  const field = (f, label, attrs = {}, hint = '') => html`<div>
+    <label for=${'n-' + f}>${label}</label>
+    <input id=${'n-' + f} name=${f} value=${form[f]} onInput=${set(f)} aria-describedby=${'n-' + f + '-hint'}
+      aria-invalid=${fieldErr(f) ? 'true' : 'false'} ...${attrs} />
+    <small id=${'n-' + f + '-hint'} class=${fieldErr(f) ? 'error' : 'muted'}>${fieldErr(f) || hint}</small></div>`;
+  return html`<section aria-labelledby="h-new">
+    <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Endpoints</a> › new</nav>
+    <h1 id="h-new">Create an endpoint</h1>
+    ${created ? html`<div class="secret" role="alert" id="created">
+      <p>Created <a id="link-created" href=${hrefEndpoint(created.endpoint.id)}><code>${created.endpoint.id}</code></a>.</p>
+      ${created.secret && html`<p><strong>Its signing secret — shown only this once.</strong> Give it to the receiver now.</p>
+      <label for="created-secret">Signing secret</label>
+      <input id="created-secret" readonly value=${created.secret} size="60" onFocus=${(e) => e.target.select()} />`}
+    </div>` : html`<form id="new-endpoint" class="filters" onSubmit=${submit}>
+      ${field('url', 'URL', { type: 'url', required: true, placeholder: 'https://example.com/webhooks', autofocus: true })}
+      ${field('event_types', 'Event types (comma-separated)', { placeholder: '*' }, 'default: every type (*)')}
+      ${admin && field('id', 'ID', { placeholder: 'ep_…' }, 'default: ep_ and 26 random characters')}
+      ${admin && field('tenantid', 'Tenant', {}, 'the tenant whose events it receives')}
+      ${field('rate_per_sec', 'Requests per second', { type: 'number', min: '0.001', step: 'any', placeholder: '10' }, 'default 10')}
+      ${field('max_in_flight', 'Max in flight', { type: 'number', min: '1', max: '1000', placeholder: '4' }, 'default 4')}
+      ${field('timeout', 'Request timeout', { placeholder: '10s' }, 'a Go duration, e.g. 10s')}
+      <div class="buttons"><button id="btn-create" type="submit" disabled=${busy}>Create endpoint</button></div>
+    </form>`}
+    <${ErrorBox} err=${err} />
+  </section>`;
+}
+
+// ---- the DLQ ---------------------------------------------------------------
+
+function DLQPage({ query }) {
+  const [form, setForm] = useState(() => ({
+    endpoint_id: query.get('endpoint_id') || '', since: toLocalInput(query.get('since')), until: toLocalInput(query.get('until')),
+  }));
+  const [{ loading, data, err }, reload] = useLoad(() => {
+    const q = new URLSearchParams();
+    for (const f of ['endpoint_id', 'since', 'until']) if (query.get(f)) q.set(f, query.get(f));
+    return api('GET', `/v1/dlq?${q}`);
+  }, [query.toString()]);
+  const [{ data: eps }] = useLoad(() => api('GET', '/v1/endpoints'), []);
+  const [replayed, setReplayed] = useState(null);
+  const [rerr, setRerr] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const set = (f) => (e) => setForm({ ...form, [f]: e.target.value });
+  function apply(e) {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    if (form.endpoint_id) q.set('endpoint_id', form.endpoint_id);
+    if (form.since) q.set('since', fromLocalInput(form.since));
+    if (form.until) q.set('until', fromLocalInput(form.until));
+    location.hash = '#/dlq' + (q.toString() ? '?' + q : '');
+  }
+  const rows = data ? data.data : [];
+  const ep = query.get('endpoint_id');
+  // The records shown are at or after since (default: 24 h ago, as the API).
+  const since = query.get('since') || (rows.length ? rows[0].at : new Date(Date.now() - 24 * 3600e3).toISOString());
+  async function replay() {
+    setBusy(true); setRerr(null);
+    const body = { endpoint_id: ep, since };
+    if (query.get('until')) body.until = query.get('until');
+    try { setReplayed(await api('POST', '/v1/dlq/replay', body)); reload(); } catch (e2) { setRerr(e2); } finally { setBusy(false); }
+  }
+  return html`<section aria-labelledby="h-dlq">
+    <nav class="crumbs" aria-label="Breadcrumb"><a href="#/">Endpoints</a> › DLQ</nav>
+    <h1 id="h-dlq">Dead-letter queue</h1>
+    <p class="muted">Deliveries that ended without success (retries exhausted, permanent failure, expired, skipped). Replay sends them again as new deliveries with the same webhook-id.</p>
+    <form id="dlq-filters" class="filters" onSubmit=${apply}>
+      <div><label for="d-endpoint">Endpoint</label>
+        <select id="d-endpoint" value=${form.endpoint_id} onChange=${set('endpoint_id')}>
+          <option value="">every endpoint</option>
+          ${(eps ? eps.data : []).map((e) => html`<option value=${e.id}>${e.id}</option>`)}
+          ${form.endpoint_id && !(eps && eps.data.some((e) => e.id === form.endpoint_id)) && html`<option value=${form.endpoint_id}>${form.endpoint_id}</option>`}
+        </select></div>
+      <div><label for="d-since">From (${ZONE})</label><input id="d-since" type="datetime-local" value=${form.since} onInput=${set('since')} /></div>
+      <div><label for="d-until">To (${ZONE})</label><input id="d-until" type="datetime-local" value=${form.until} onInput=${set('until')} /></div>
+      <div class="buttons"><button id="d-apply" type="submit">Apply filters</button> <a class="button" href="#/dlq">Clear</a></div>
+    </form>
+    <${ErrorBox} err=${err} />
+    ${loading && !data ? html`<p class="muted">Loading…</p>` : html`
+    <table id="dlq" class="grid">
+      <caption>${rows.length} record${rows.length === 1 ? '' : 's'}, oldest first${query.get('since') ? '' : ', from the last 24 hours'}${data && data.truncated ? ' (more matched: narrow the range)' : ''}</caption>
+      <thead><tr><th scope="col">Put in the DLQ</th><th scope="col">Endpoint</th><th scope="col">Message</th><th scope="col">Event</th>
+        <th scope="col">Reason</th><th scope="col" class="num">Attempts</th><th scope="col">Last error</th></tr></thead>
+      <tbody>${rows.map((r) => html`<tr key=${r.partition + ':' + r.offset} data-webhook=${r.webhook_id}>
+        <td><${Time} t=${r.at} /></td><td><a href=${hrefEndpoint(r.endpoint_id)}>${r.endpoint_id}</a></td>
+        <td><a href=${hrefMessage(r.endpoint_id, r.webhook_id)} aria-label=${'Message ' + r.webhook_id}>${r.webhook_id}</a></td>
+        <td><code>${r.event_id || ''}</code> ${r.event_type || ''}</td><td><${Outcome} o=${r.reason} /></td>
+        <td class="num">${r.attempts}</td><td class="err">${r.last_error || ''}</td></tr>`)}</tbody>
+    </table>
+    ${rows.length === 0 && html`<p class="notice" role="status">No DLQ records match these filters.</p>`}`}
+    <div class="toolbar">
+      <button id="btn-replay" type="button" disabled=${busy || !ep || rows.length === 0} onClick=${replay}
+        aria-describedby="replay-hint">Replay these</button>
+      <small id="replay-hint" class="muted">${ep ? `replays the records of ${ep} from the shown range` : 'choose one endpoint to replay its records'}</small>
+    </div>
+    <div aria-live="polite" id="replay-result">${replayed && html`<p class="ok">Replayed ${replayed.replayed} deliver${replayed.replayed === 1 ? 'y' : 'ies'} of <code>${replayed.endpoint_id}</code>.</p>`}</div>
+    <${ErrorBox} err=${rerr} />
+  </section>`;
+}
+
 function App() {
   const [signedIn, setSignedIn] = useState(!!sessionStorage.getItem(KEY));
   const [message, setMessage] = useState(null);
@@ -575,22 +715,22 @@ function App() {
   onUnauthorized = () => { sessionStorage.removeItem(KEY); setMessage('The API key was refused (unknown or revoked): sign in again.'); setSignedIn(false); };
   useEffect(() => { const m = document.getElementById('main'); if (m && signedIn) m.focus({ preventScroll: true }); }, [route.page, route.id, route.msg]);
   if (!signedIn) return html`<${SignIn} message=${message} onSignIn=${() => { setMessage(null); setSignedIn(true); }} />`;
-  const key = sessionStorage.getItem(KEY) || '';
-  const keyID = key.split('_')[1] || '';
   let page;
   switch (route.page) {
     case 'endpoint': page = html`<${EndpointPage} id=${route.id} />`; break;
     case 'log': page = html`<${LogPage} key=${route.id + '?' + route.query} id=${route.id} query=${route.query} />`; break;
     case 'message': page = html`<${MessagePage} id=${route.id} msg=${route.msg} />`; break;
+    case 'new': page = html`<${NewEndpointPage} />`; break;
+    case 'dlq': page = html`<${DLQPage} key=${'dlq?' + route.query} query=${route.query} />`; break;
     default: page = html`<${EndpointsPage} />`;
   }
   return html`
     <a class="skip" href="#main" onClick=${(e) => { e.preventDefault(); document.getElementById('main').focus(); }}>Skip to content</a>
     <header class="top">
       <a class="brand" href="#/">hookrelay</a>
-      <nav aria-label="Main"><a href="#/">Endpoints</a></nav>
+      <nav aria-label="Main"><a href="#/">Endpoints</a> <a href="#/dlq">DLQ</a> <a href="#/new">New endpoint</a></nav>
       <span class="muted">times in ${ZONE} (hover for UTC)</span>
-      <span class="who">key <code>${keyID}</code></span>
+      <${Who} />
       <button id="signout" type="button" onClick=${() => { sessionStorage.removeItem(KEY); setSignedIn(false); }}>Sign out</button>
     </header>
     <main id="main" tabindex="-1">${page}</main>`;
