@@ -16,7 +16,11 @@
 #          Kafka Connect + Debezium (the outbox recipe) via Maven; the npm
 #          package standardwebhooks comes with the npm part, Java and Maven
 #          with the apt part
-# Usage: deps.sh [apt|kafka|go|npm|snippets]...   (no argument: all of them)
+#   chdb   the PyPI package chdb (a current ClickHouse engine in-process) into
+#          $REPO/.local/chdb, so that the schema's DDL and every query of the
+#          ClickHouse store are also checked on a current engine
+#          (audit/chstore TestCurrentEngineSQL runs testdata/chdb_check.py)
+# Usage: deps.sh [apt|kafka|go|npm|snippets|chdb]...   (no argument: all of them)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -126,10 +130,24 @@ deps_snippets() {
 	fi
 }
 
-(($#)) || set -- apt kafka go npm snippets
+# CHDB_PY pins the chdb release the current-engine check runs on.
+CHDB_PY="chdb==4.4.0"
+
+deps_chdb() {
+	command -v python3 >/dev/null || deps_snippets
+	local dir="$REPO/.local/chdb" marker="$REPO/.local/chdb/.installed"
+	[[ -f $marker && $(cat "$marker") == "$CHDB_PY" ]] && return 0
+	log "installing $CHDB_PY (a current ClickHouse engine, about 200 MB) into $dir"
+	rm -rf "$dir"
+	python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$dir" "$CHDB_PY" ||
+		die "pip install $CHDB_PY failed"
+	echo "$CHDB_PY" >"$marker"
+}
+
+(($#)) || set -- apt kafka go npm snippets chdb
 for part in "$@"; do
 	case $part in
-	apt | kafka | go | npm | snippets) "deps_$part" ;;
-	*) die "unknown part $part (want apt, kafka, go, npm or snippets)" ;;
+	apt | kafka | go | npm | snippets | chdb) "deps_$part" ;;
+	*) die "unknown part $part (want apt, kafka, go, npm, snippets or chdb)" ;;
 	esac
 done

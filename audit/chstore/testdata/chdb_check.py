@@ -8,8 +8,9 @@ retention TTL) run only on engines with TTL (19.6+); 18.16 skips them.
   python3 audit/testdata/chdb_check.py --port 9000               # a server, via clickhouse-client
 
 The server mode drops and recreates the database audit_sqlcheck. Exits 1 on the
-first mismatch or error. Not part of CI (chdb is a 200 MB wheel); run it when
-the SQL changes.
+first mismatch or error. `make test` runs the chdb mode (TestCurrentEngineSQL,
+audit/chstore/chdb_test.go) with the chdb that `make deps` installs into
+.local/chdb.
 """
 import argparse
 import os
