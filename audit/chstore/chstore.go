@@ -234,7 +234,9 @@ func (c *Store) Unstored(ctx context.Context, attempts []audit.Attempt) ([]audit
 	if len(attempts) == 0 {
 		return nil, nil
 	}
-	rows, err := c.conn.Query(ctx, c.unstoredSQL(attempts))
+	sql := c.unstoredSQL(attempts)
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": max(262144, 2*len(sql))}))
+	rows, err := c.conn.Query(ctx, sql)
 	if err != nil {
 		return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
 	}
