@@ -38,7 +38,7 @@
 //  10. Burst: -burst-healthy endpoints at -burst-healthy-rate events/s while
 //     one more endpoint receives -burst-events events produced at
 //     -burst-rate; the healthy endpoints' latency during the burst.
-//  api. Management API reads: -api-rows synthetic attempt rows (default
+//     api. Management API reads: -api-rows synthetic attempt rows (default
 //     10 M; -quick 500 k) over -api-endpoints endpoints (1,000, created
 //     through POST /v1/endpoints) and 7 days, inserted with chstore's batch
 //     insert (views attached: the insert rate), then `hookrelay run --roles
