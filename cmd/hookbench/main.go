@@ -39,14 +39,13 @@
 //     one more endpoint receives -burst-events events produced at
 //     -burst-rate; the healthy endpoints' latency during the burst.
 //
-// Scenario api (-scenarios api): management API reads: -api-rows synthetic attempt rows (default
-//
-//	10 M; -quick 500 k) over -api-endpoints endpoints (1,000, created
-//	through POST /v1/endpoints) and 7 days, inserted with chstore's batch
-//	insert (views attached: the insert rate), then `hookrelay run --roles
-//	api` and -api-requests HTTP round trips each of: the delivery log's
-//	first page and an event_id page, the 24 h chart per hour and per
-//	minute, and GET /v1/endpoints?include=stats.
+// Scenario api (-scenarios api): management API reads. -api-rows synthetic
+// attempt rows (default 10 M; -quick 500 k) over -api-endpoints endpoints
+// (1,000, created through POST /v1/endpoints) and 7 days, inserted with
+// chstore's batch insert (views attached: the insert rate), then `hookrelay
+// run --roles api` and -api-requests HTTP round trips each of: the delivery
+// log's first page and an event_id page, the 24 h chart per hour and per
+// minute, and GET /v1/endpoints?include=stats.
 //
 // Every scenario that delivers reports hookrelay's and Kafka's CPU seconds
 // per 1,000 deliveries (Kafka's from /proc/<pid>/stat of the broker named
