@@ -60,7 +60,9 @@ type StatsBucket struct {
 
 // Figures are the counts and latency quantiles of a set of attempts.
 type Figures struct {
-	// Attempts counts distinct attempts of every outcome.
+	// Attempts counts attempts of every outcome (one per AttemptID and
+	// outcome: an Interrupted attempt whose outcome came later counts
+	// under both; docs/ANALYTICS.md).
 	Attempts int64
 	// Delivered counts Delivered attempts.
 	Delivered int64

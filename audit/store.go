@@ -46,6 +46,20 @@ type Inserter interface {
 	Insert(ctx context.Context, attempts []Attempt) error
 }
 
+// Unstored is implemented by an [Inserter] whose derived counts (the
+// ClickHouse views) count every inserted row, so that a writer can make its
+// inserts exactly-once: before inserting a batch that may already be stored
+// in part (a retry after an ambiguous failure, records a previous owner of
+// the partition may have inserted), the sink (audit/sink) asks Unstored for
+// the rows not yet stored and inserts only those.
+type Unstored interface {
+	// Unstored returns, in order, the attempts of which no row with the
+	// same AttemptID and Outcome is stored. A row that carries another
+	// outcome of a stored attempt (the outcome replacing an Interrupted
+	// row) is unstored. An error means nothing was decided: retry.
+	Unstored(ctx context.Context, attempts []Attempt) ([]Attempt, error)
+}
+
 // Limits of [Query.Limit].
 const (
 	DefaultLimit = 100  // used when Query.Limit is 0
@@ -285,4 +299,18 @@ func ValidateAll(attempts []Attempt) error {
 		}
 	}
 	return nil
+}
+
+// InsertUnstored inserts the attempts ins does not hold yet: those
+// [Unstored] returns when ins implements it, else all of them (a store
+// idempotent by AttemptID). It is how a writer retries a batch that may be
+// stored in part without counting a row twice in the store's views.
+func InsertUnstored(ctx context.Context, ins Inserter, attempts []Attempt) error {
+	if u, ok := ins.(Unstored); ok {
+		var err error
+		if attempts, err = u.Unstored(ctx, attempts); err != nil {
+			return err
+		}
+	}
+	return ins.Insert(ctx, attempts)
 }

@@ -229,6 +229,66 @@ func (c *Store) Insert(ctx context.Context, attempts []audit.Attempt) error {
 	return nil
 }
 
+// Unstored implements [audit.Unstored]: one query of the attempts table,
+// restricted to the batch's endpoints and its seconds' range (the table's
+// key prefix), then PREWHERE attempt_id IN the batch's IDs. Rows not yet
+// merged count as stored, so no FINAL is needed.
+func (c *Store) Unstored(ctx context.Context, attempts []audit.Attempt) ([]audit.Attempt, error) {
+	if len(attempts) == 0 {
+		return nil, nil
+	}
+	sql := c.unstoredSQL(attempts)
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": max(262144, 2*len(sql))}))
+	rows, err := c.conn.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
+	}
+	defer rows.Close()
+	stored := make(map[[2]string]bool)
+	for rows.Next() {
+		var id, outcome string
+		if err := rows.Scan(&id, &outcome); err != nil {
+			return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
+		}
+		stored[[2]string{id, outcome}] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
+	}
+	out := make([]audit.Attempt, 0, len(attempts))
+	for _, a := range attempts {
+		if !stored[[2]string{a.AttemptID, string(a.Outcome)}] {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func (c *Store) unstoredSQL(attempts []audit.Attempt) string {
+	endpoints := map[string]bool{}
+	var ids []string
+	lo, hi := int64(-1), int64(0)
+	for _, a := range attempts {
+		sec, _ := splitMs(audit.Normalize(a).AttemptedAt)
+		if lo < 0 || sec < lo {
+			lo = sec
+		}
+		hi = max(hi, sec)
+		if !endpoints[a.EndpointID] {
+			endpoints[a.EndpointID] = true
+		}
+		ids = append(ids, quote(a.AttemptID))
+	}
+	eps := make([]string, 0, len(endpoints))
+	for ep := range endpoints {
+		eps = append(eps, quote(ep))
+	}
+	slices.Sort(eps)
+	return fmt.Sprintf("SELECT DISTINCT attempt_id, outcome FROM %s.attempts PREWHERE attempt_id IN (%s) "+
+		"WHERE endpoint_id IN (%s) AND attempted_at >= toDateTime(%d, 'UTC') AND attempted_at <= toDateTime(%d, 'UTC')",
+		c.db, strings.Join(ids, ", "), strings.Join(eps, ", "), lo, hi)
+}
+
 // splitMs splits t into unix seconds and the millisecond within the second.
 func splitMs(t time.Time) (int64, uint16) {
 	ms := t.UnixMilli()

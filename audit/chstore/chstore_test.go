@@ -3,6 +3,7 @@ package chstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -419,6 +420,39 @@ func TestClickHouseHTTPDetailMigration(t *testing.T) {
 			if a.RequestHeaders != fresh.RequestHeaders || a.BodyPreview != fresh.BodyPreview || a.ResponseHeaders != fresh.ResponseHeaders {
 				t.Errorf("row stored after 0006: %+v", a)
 			}
+		}
+	}
+}
+
+// TestClickHouseUnstored: Unstored keeps the rows without a stored row of
+// the same attempt ID and outcome, across endpoints and days, in order, and
+// takes a sink-sized batch (5,000 IDs: the query's text exceeds the
+// default max_query_size).
+func TestClickHouseUnstored(t *testing.T) {
+	s := newClickHouse(t)
+	ctx := context.Background()
+	var rows []audit.Attempt
+	for i := range 5000 {
+		a := audittest.Attempt(fmt.Sprintf("ep-%d", i%7), i*40) // i*40 s: several days
+		a.AttemptID = fmt.Sprintf("unstored-%s-%05d", strings.Repeat("x", 40), i)
+		rows = append(rows, a)
+	}
+	if err := s.Insert(ctx, rows[:2500]); err != nil {
+		t.Fatal(err)
+	}
+	outcome := rows[10]
+	outcome.Outcome, outcome.HTTPStatus = audit.Failed, 400 // another outcome of a stored attempt
+	got, err := s.Unstored(ctx, append(append([]audit.Attempt{}, rows...), outcome))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]audit.Attempt{}, rows[2500:]...), outcome)
+	if len(got) != len(want) {
+		t.Fatalf("Unstored kept %d rows, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].AttemptID != want[i].AttemptID || got[i].Outcome != want[i].Outcome {
+			t.Fatalf("row %d: %s/%s, want %s/%s", i, got[i].AttemptID, got[i].Outcome, want[i].AttemptID, want[i].Outcome)
 		}
 	}
 }

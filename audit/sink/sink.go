@@ -124,7 +124,8 @@ const (
 // batch's records, already inserted, are read again by their new owner.
 //
 // Metrics (when Options.Meter is set):
-//   - hookrelay.audit.sink.records{result=inserted|invalid}: records consumed
+//   - hookrelay.audit.sink.records{result=inserted|invalid|stored}: records
+//     consumed; stored: rows found already stored and not inserted again
 //   - hookrelay.audit.sink.inserts{result=ok|error}: Insert calls
 //   - hookrelay.audit.sink.insert.rows: histogram of rows per successful insert
 //   - hookrelay.audit.sink.insert.duration: histogram of seconds per Insert call
@@ -136,6 +137,18 @@ const (
 //   - hookrelay.audit.sink.store.ready: gauge, 1 while the store accepts
 //     writes ([Sink.Ready] is nil), else 0
 //   - hookrelay.audit.sink.prepare.errors: failed Options.Prepare calls
+//
+// Exactly-once inserts: a store that implements [audit.Unstored] (the
+// ClickHouse store, whose views count rows) gets every row once. The sink
+// knows when a batch may hold rows already stored: a retry after a failed
+// insert (the failure may have come after the rows were written), and rows
+// of records below the offset their partition ended at when this sink got
+// it (a previous owner, or this sink's previous run, may have inserted them
+// without committing: a crash between insert and commit, a failed commit,
+// a commit held back at a Sending row, an overlap during a rebalance). In
+// exactly those cases it asks the store which rows it lacks and inserts
+// only those; every other batch costs nothing extra. A restart behind a
+// long backlog checks each batch of the backlog (one key-range query each).
 //
 // Readiness ([Sink.Ready]): the sink is ready while its store accepts
 // writes: from the first successful Prepare (or the start of Run, without
@@ -204,6 +217,11 @@ type partition struct {
 	byDelivery map[string]map[string]bool // DeliveryID -> AttemptIDs in sending
 	read       kgo.EpochOffset            // next offset to read
 	committed  int64                      // offset last committed by this sink, -1 for none
+	// checkBelow: records below this offset may have been inserted by
+	// the partition's previous owner (or this sink's previous run): the
+	// partition's end offset at its first fetch since it was assigned
+	// (what any earlier owner can have read). -1 until that fetch.
+	checkBelow int64
 }
 
 // held is an unresolved Sending row.
@@ -370,6 +388,7 @@ func (s *Sink) setNotReady(err error) {
 var (
 	resultInserted = metric.WithAttributes(attribute.String("result", "inserted"))
 	resultInvalid  = metric.WithAttributes(attribute.String("result", "invalid"))
+	resultStored   = metric.WithAttributes(attribute.String("result", "stored"))
 	resultOK       = metric.WithAttributes(attribute.String("result", "ok"))
 	resultError    = metric.WithAttributes(attribute.String("result", "error"))
 )
@@ -417,11 +436,16 @@ type batch struct {
 	records  int                       // records consumed, valid or not
 	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read, or the oldest held Sending row)
 	started  time.Time                 // when the first record (or Interrupted row) arrived
+	// check: some rows may be stored already (a retry after a failed
+	// insert, or rows from records below their partition's checkBelow),
+	// so the flush inserts only the ones the store does not hold.
+	check bool
 }
 
 func (b *batch) reset() {
 	b.attempts = b.attempts[:0]
 	b.records = 0
+	b.check = false
 	clear(b.offsets)
 }
 
@@ -442,7 +466,7 @@ func interrupted(a audit.Attempt) audit.Attempt {
 func (s *Sink) part(p int32) *partition {
 	ps := s.parts[p]
 	if ps == nil {
-		ps = &partition{sending: map[string]*held{}, byDelivery: map[string]map[string]bool{}, committed: -1}
+		ps = &partition{sending: map[string]*held{}, byDelivery: map[string]map[string]bool{}, committed: -1, checkBelow: -1}
 		s.parts[p] = ps
 	}
 	return ps
@@ -467,6 +491,9 @@ func (s *Sink) resolve(b *batch, ps *partition, id string, asInterrupted bool) {
 			b.started = time.Now()
 		}
 		b.attempts = append(b.attempts, interrupted(h.a))
+		if h.offset < ps.checkBelow {
+			b.check = true // a previous owner may have written it too
+		}
 		s.mInterrupted.Add(context.Background(), 1)
 	}
 }
@@ -681,6 +708,12 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 		if _, ok := s.next[p.Partition]; !ok && len(p.Records) > 0 {
 			s.next[p.Partition] = p.Records[0].Offset
 		}
+		if ps := s.part(p.Partition); ps.checkBelow < 0 && (len(p.Records) > 0 || end > 0) {
+			ps.checkBelow = max(end, 0)
+			if n := len(p.Records); n > 0 {
+				ps.checkBelow = max(ps.checkBelow, p.Records[n-1].Offset+1)
+			}
+		}
 	})
 	s.lagMu.Unlock()
 	now := time.Now()
@@ -689,7 +722,11 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 			b.started = now
 		}
 		b.records++
-		s.part(r.Partition).read = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		ps := s.part(r.Partition)
+		ps.read = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		if r.Offset < ps.checkBelow {
+			b.check = true
+		}
 		var a audit.Attempt
 		err := a.Unmarshal(r.Value)
 		if err == nil {
@@ -711,10 +748,14 @@ func (s *Sink) flush(ctx context.Context, b *batch) bool {
 	b.attempts = lastPerAttempt(b.attempts)
 	backoff := s.opts.RetryBackoff
 	for {
-		err := s.insert(ctx, b.attempts)
+		err := s.unstored(ctx, b)
+		if err == nil {
+			err = s.insert(ctx, b.attempts)
+		}
 		if err == nil {
 			break
 		}
+		b.check = true // the failed insert may have stored some or all rows
 		if ctx.Err() != nil {
 			return false
 		}
@@ -730,6 +771,27 @@ func (s *Sink) flush(ctx context.Context, b *batch) bool {
 	}
 	s.commit(ctx, b)
 	return true
+}
+
+// unstored, when b.check is set and the store implements [audit.Unstored],
+// drops from b the rows the store already holds, so that every row is
+// inserted once and the store's views (which count rows) stay exact.
+func (s *Sink) unstored(ctx context.Context, b *batch) error {
+	u, ok := s.opts.Store.(audit.Unstored)
+	if !b.check || !ok || len(b.attempts) == 0 {
+		return nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
+	defer cancel()
+	rows, err := u.Unstored(ictx, b.attempts)
+	if err != nil {
+		return fmt.Errorf("look up stored rows: %w", err)
+	}
+	if skipped := len(b.attempts) - len(rows); skipped > 0 {
+		s.mRecords.Add(ctx, int64(skipped), resultStored)
+	}
+	b.attempts = rows
+	return nil
 }
 
 func (s *Sink) insert(ctx context.Context, attempts []audit.Attempt) error {

@@ -457,3 +457,65 @@ func TestSinkPrepareRetriedUntilStoreIsUp(t *testing.T) {
 		return s.Ready() == nil && committed(t, brokers) == int64(len(as)+len(more))
 	})
 }
+
+// checkingStore is a flakyStore that implements audit.Unstored and counts
+// its calls.
+type checkingStore struct {
+	*flakyStore
+	checks atomic.Int64
+}
+
+func (c *checkingStore) Unstored(ctx context.Context, as []audit.Attempt) ([]audit.Attempt, error) {
+	c.checks.Add(1)
+	var out []audit.Attempt
+	for _, a := range as {
+		if !c.holds(ctx, a) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+func (c *checkingStore) holds(ctx context.Context, a audit.Attempt) bool {
+	got, err := c.Memory.Log(ctx, audit.Query{EndpointID: a.EndpointID, Limit: audit.MaxLimit})
+	if err != nil {
+		return false
+	}
+	for _, g := range got {
+		if g.AttemptID == a.AttemptID && g.Outcome == a.Outcome {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSinkChecksOnlyAmbiguousBatches: records produced after the sink got
+// its partitions are inserted without a look-up (normal batches pay
+// nothing); a retry after a failed insert looks up first.
+func TestSinkChecksOnlyAmbiguousBatches(t *testing.T) {
+	brokers := newFakeCluster(t)
+	store := &checkingStore{flakyStore: &flakyStore{Memory: audit.NewMemory()}}
+	startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+		RetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	as := attempts(300)
+	produce(t, brokers, as[:100])
+	eventually(t, 20*time.Second, "the first records committed", func() bool { return committed(t, brokers) == 100 })
+	before := store.checks.Load() // the first fetch may have raced the produce
+	produce(t, brokers, as[100:200])
+	eventually(t, 20*time.Second, "the next records committed", func() bool { return committed(t, brokers) == 200 })
+	if n := store.checks.Load(); n != before {
+		t.Errorf("%d look-ups for records produced after the sink started, want 0", n-before)
+	}
+	store.setFailing(true)
+	calls := len(store.callSizes())
+	produce(t, brokers, as[200:])
+	eventually(t, 20*time.Second, "failed inserts", func() bool { return len(store.callSizes()) >= calls+3 })
+	store.setFailing(false)
+	eventually(t, 20*time.Second, "all committed", func() bool { return committed(t, brokers) == int64(len(as)) })
+	if store.checks.Load() == before {
+		t.Error("the retried batch was inserted without a look-up")
+	}
+	if n := storeCount(t, store); n != int64(len(as)) {
+		t.Errorf("store holds %d attempts, want %d", n, len(as))
+	}
+}

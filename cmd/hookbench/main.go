@@ -39,6 +39,14 @@
 //     one more endpoint receives -burst-events events produced at
 //     -burst-rate; the healthy endpoints' latency during the burst.
 //
+// Scenario api (-scenarios api): management API reads. -api-rows synthetic
+// attempt rows (default 10 M; -quick 500 k) over -api-endpoints endpoints
+// (1,000, created through POST /v1/endpoints) and 7 days, inserted with
+// chstore's batch insert (views attached: the insert rate), then `hookrelay
+// run --roles api` and -api-requests HTTP round trips each of: the delivery
+// log's first page and an event_id page, the 24 h chart per hour and per
+// minute, and GET /v1/endpoints?include=stats.
+//
 // Every scenario that delivers reports hookrelay's and Kafka's CPU seconds
 // per 1,000 deliveries (Kafka's from /proc/<pid>/stat of the broker named
 // in -stack-pids). When the 1-minute load average at start is above 1.0,
@@ -123,6 +131,8 @@ type options struct {
 
 	s7Attempts, s7Rows int
 
+	apiRows, apiEndpoints, apiRequests int
+
 	s8Connections int
 	s8Duration    time.Duration
 	wrk           string
@@ -136,7 +146,7 @@ type options struct {
 }
 
 // allScenarios are the scenario keys, in the order they run.
-var allScenarios = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+var allScenarios = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "api"}
 
 func main() {
 	var o options
@@ -197,6 +207,9 @@ func main() {
 	fs.IntVar(&o.s7Attempts, "s7-attempts", 500000, "scenario 7: attempt records the sink drains")
 	fs.IntVar(&o.s7Rows, "s7-rows", 10000000, "scenario 7: rows in the table queried")
 
+	fs.IntVar(&o.apiRows, "api-rows", 10000000, "scenario api: synthetic attempt rows (over 7 days)")
+	fs.IntVar(&o.apiEndpoints, "api-endpoints", 1000, "scenario api: endpoints")
+	fs.IntVar(&o.apiRequests, "api-requests", 100, "scenario api: requests per measured query")
 	fs.IntVar(&o.s8Connections, "s8-connections", 64, "scenario 8: connections")
 	fs.DurationVar(&o.s8Duration, "s8-duration", 30*time.Second, "scenario 8: duration")
 	fs.StringVar(&o.wrk, "wrk", "wrk", "scenario 8: the wrk binary (a Go loop is used when missing)")
@@ -249,6 +262,7 @@ func applyQuick(o *options, fs *flag.FlagSet) {
 		"s5-rate": "100", "s5-duration": "4s",
 		"s6-first": "10000", "s6-pending": "100000",
 		"s7-attempts": "50000", "s7-rows": "1000000",
+		"api-rows":        "500000",
 		"s8-duration":     "5s",
 		"steady-duration": "8s",
 		"burst-events":    "100000",
@@ -300,7 +314,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 	for _, s := range strings.Split(o.scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			if !slices.Contains(allScenarios, s) {
-				return nil, fmt.Errorf("-scenarios: unknown scenario %q (want 1-10)", s)
+				return nil, fmt.Errorf("-scenarios: unknown scenario %q (want 1-10 or api)", s)
 			}
 			want[s] = true
 		}
@@ -357,6 +371,17 @@ func run(ctx context.Context, o options) (*Report, error) {
 		} else {
 			rep.Results["8_ceiling"] = r
 			rep.Summary["ceiling_requests_per_s"] = r.RequestsPerSec
+		}
+	}
+	if want["api"] && ctx.Err() == nil {
+		if r, err := b.runAPI(ctx); err != nil {
+			fail("api", err)
+		} else {
+			rep.Results["api"] = r
+			rep.Summary["api_log_p99_ms"] = r.LogFirstPage.P99
+			rep.Summary["api_chart_minute_p99_ms"] = r.ChartMinute.P99
+			rep.Summary["api_endpoints_stats_p99_ms"] = r.EndpointsPage.P99
+			rep.Summary["api_insert_rows_per_s"] = r.InsertPerSec
 		}
 	}
 	if want["1"] && ctx.Err() == nil {

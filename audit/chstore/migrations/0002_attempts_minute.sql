@@ -5,13 +5,13 @@
 -- Runs unchanged on 18.16 and current releases (no SimpleAggregateFunction,
 -- TTL, LowCardinality).
 --
--- Duplicates: a materialized view sees every INSERT into attempts, including
--- a batch the audit sink retries, before ReplacingMergeTree collapses
--- anything. Counts are therefore uniqExact states of attempt_id, exact
--- under any number of repeated inserts; the latency quantile states may
--- weigh a repeated attempt twice (bounded by the share of retried rows).
--- An attempt whose Interrupted row is later replaced by its outcome shows
--- under both outcomes here (its distinct count over all outcomes stays 1).
+-- Duplicates: a materialized view sees every INSERT into attempts, before
+-- ReplacingMergeTree collapses anything, so the counts here are plain row
+-- counts (countState): exact because the audit sink inserts each row once
+-- (audit.Unstored: a retried or re-read batch inserts only the rows not yet
+-- stored). A writer that inserts the same row twice counts it twice. An
+-- attempt whose Interrupted row is later followed by its outcome shows
+-- under both outcomes here.
 --
 -- Latency: quantilesTiming (exact to the ms up to 30,000 ms; larger values
 -- count as 30,000) at levels 0.5, 0.9, 0.99.
@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS {db}.attempts_minute
     outcome         String,
     http_status     UInt16,
     status_class    UInt8,
-    attempts        AggregateFunction(uniqExact, String),
+    attempts        AggregateFunction(count),
     latency         AggregateFunction(quantilesTiming(0.5, 0.9, 0.99), UInt32),
     last_attempt_at AggregateFunction(max, DateTime('UTC'))
 )
@@ -41,14 +41,14 @@ AS SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
 FROM {db}.attempts
 GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class
 ;
 
--- Rows stored before this migration (uniqExact makes a repeat harmless).
+-- Rows stored before this migration, collapsed (FINAL).
 INSERT INTO {db}.attempts_minute
 SELECT
     tenant,
@@ -57,8 +57,8 @@ SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
-FROM {db}.attempts
+FROM {db}.attempts FINAL
 GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class

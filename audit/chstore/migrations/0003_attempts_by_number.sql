@@ -9,8 +9,8 @@ ALTER TABLE {db}.attempts ADD COLUMN first_attempt_ms UInt16
 ;
 
 -- attempts_by_number: per tenant, endpoint, UTC hour, attempt number and
--- outcome, the distinct deliveries (uniqExact of delivery_id: exact under
--- retried inserts) and, for the time from a delivery's first attempt to
+-- outcome, the deliveries (countState of rows: a delivery makes one attempt per
+-- number, and the sink inserts each row once, see 0002) and, for the time from a delivery's first attempt to
 -- this attempt, quantilesTDigest states in ms (approximate; read them on
 -- outcome = 'delivered' rows for time to success). Rows without
 -- first_attempt_at add nothing to the time states.
@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS {db}.attempts_by_number
     hour           DateTime('UTC'),
     attempt_number UInt16,
     outcome        String,
-    deliveries     AggregateFunction(uniqExact, String),
+    deliveries     AggregateFunction(count),
     since_first_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8)
 )
 ENGINE = AggregatingMergeTree
@@ -37,7 +37,7 @@ AS SELECT
     toStartOfHour(attempted_at) AS hour,
     attempt_number,
     outcome,
-    uniqExactState(delivery_id) AS deliveries,
+    countState() AS deliveries,
     quantilesTDigestIfState(0.5, 0.9, 0.99)(
         toUInt64(greatest((toUInt64(attempted_at) * 1000 + attempted_ms) - (toUInt64(first_attempt_at) * 1000 + first_attempt_ms), 0)),
         toUInt8(first_attempt_at > 0 AND attempted_at >= first_attempt_at)) AS since_first_ms
@@ -53,7 +53,7 @@ SELECT
     toStartOfHour(attempted_at) AS hour,
     attempt_number,
     outcome,
-    uniqExactState(delivery_id) AS deliveries,
+    countState() AS deliveries,
     quantilesTDigestIfState(0.5, 0.9, 0.99)(toUInt64(0), toUInt8(0)) AS since_first_ms
-FROM {db}.attempts
+FROM {db}.attempts FINAL
 GROUP BY tenant, endpoint_id, hour, attempt_number, outcome

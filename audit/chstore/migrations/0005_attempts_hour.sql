@@ -10,7 +10,7 @@ CREATE TABLE IF NOT EXISTS {db}.attempts_hour
     outcome         String,
     http_status     UInt16,
     status_class    UInt8,
-    attempts        AggregateFunction(uniqExact, String),
+    attempts        AggregateFunction(count),
     latency         AggregateFunction(quantilesTiming(0.5, 0.9, 0.99), UInt32),
     last_attempt_at AggregateFunction(max, DateTime('UTC'))
 )
@@ -28,14 +28,14 @@ AS SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
 FROM {db}.attempts
 GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class
 ;
 
--- Rows stored before this migration (uniqExact makes a repeat harmless).
+-- Rows stored before this migration, collapsed (FINAL).
 INSERT INTO {db}.attempts_hour
 SELECT
     tenant,
@@ -44,8 +44,8 @@ SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
-FROM {db}.attempts
+FROM {db}.attempts FINAL
 GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class

@@ -71,13 +71,13 @@ SETTINGS index_granularity = 8192
 -- Runs unchanged on 18.16 and current releases (no SimpleAggregateFunction,
 -- TTL, LowCardinality).
 --
--- Duplicates: a materialized view sees every INSERT into attempts, including
--- a batch the audit sink retries, before ReplacingMergeTree collapses
--- anything. Counts are therefore uniqExact states of attempt_id, exact
--- under any number of repeated inserts; the latency quantile states may
--- weigh a repeated attempt twice (bounded by the share of retried rows).
--- An attempt whose Interrupted row is later replaced by its outcome shows
--- under both outcomes here (its distinct count over all outcomes stays 1).
+-- Duplicates: a materialized view sees every INSERT into attempts, before
+-- ReplacingMergeTree collapses anything, so the counts here are plain row
+-- counts (countState): exact because the audit sink inserts each row once
+-- (audit.Unstored: a retried or re-read batch inserts only the rows not yet
+-- stored). A writer that inserts the same row twice counts it twice. An
+-- attempt whose Interrupted row is later followed by its outcome shows
+-- under both outcomes here.
 --
 -- Latency: quantilesTiming (exact to the ms up to 30,000 ms; larger values
 -- count as 30,000) at levels 0.5, 0.9, 0.99.
@@ -89,7 +89,7 @@ CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_minute
     outcome         String,
     http_status     UInt16,
     status_class    UInt8,
-    attempts        AggregateFunction(uniqExact, String),
+    attempts        AggregateFunction(count),
     latency         AggregateFunction(quantilesTiming(0.5, 0.9, 0.99), UInt32),
     last_attempt_at AggregateFunction(max, DateTime('UTC'))
 )
@@ -107,14 +107,14 @@ AS SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
 FROM audit_sqlcheck.attempts
 GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class
 ;
 
--- Rows stored before this migration (uniqExact makes a repeat harmless).
+-- Rows stored before this migration, collapsed (FINAL).
 INSERT INTO audit_sqlcheck.attempts_minute
 SELECT
     tenant,
@@ -123,10 +123,10 @@ SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
-FROM audit_sqlcheck.attempts
+FROM audit_sqlcheck.attempts FINAL
 GROUP BY tenant, endpoint_id, minute, outcome, http_status, status_class
 ;
 
@@ -141,8 +141,8 @@ ALTER TABLE audit_sqlcheck.attempts ADD COLUMN first_attempt_ms UInt16
 ;
 
 -- attempts_by_number: per tenant, endpoint, UTC hour, attempt number and
--- outcome, the distinct deliveries (uniqExact of delivery_id: exact under
--- retried inserts) and, for the time from a delivery's first attempt to
+-- outcome, the deliveries (countState of rows: a delivery makes one attempt per
+-- number, and the sink inserts each row once, see 0002) and, for the time from a delivery's first attempt to
 -- this attempt, quantilesTDigest states in ms (approximate; read them on
 -- outcome = 'delivered' rows for time to success). Rows without
 -- first_attempt_at add nothing to the time states.
@@ -153,7 +153,7 @@ CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_by_number
     hour           DateTime('UTC'),
     attempt_number UInt16,
     outcome        String,
-    deliveries     AggregateFunction(uniqExact, String),
+    deliveries     AggregateFunction(count),
     since_first_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8)
 )
 ENGINE = AggregatingMergeTree
@@ -169,7 +169,7 @@ AS SELECT
     toStartOfHour(attempted_at) AS hour,
     attempt_number,
     outcome,
-    uniqExactState(delivery_id) AS deliveries,
+    countState() AS deliveries,
     quantilesTDigestIfState(0.5, 0.9, 0.99)(
         toUInt64(greatest((toUInt64(attempted_at) * 1000 + attempted_ms) - (toUInt64(first_attempt_at) * 1000 + first_attempt_ms), 0)),
         toUInt8(first_attempt_at > 0 AND attempted_at >= first_attempt_at)) AS since_first_ms
@@ -185,9 +185,9 @@ SELECT
     toStartOfHour(attempted_at) AS hour,
     attempt_number,
     outcome,
-    uniqExactState(delivery_id) AS deliveries,
+    countState() AS deliveries,
     quantilesTDigestIfState(0.5, 0.9, 0.99)(toUInt64(0), toUInt8(0)) AS since_first_ms
-FROM audit_sqlcheck.attempts
+FROM audit_sqlcheck.attempts FINAL
 GROUP BY tenant, endpoint_id, hour, attempt_number, outcome
 ;
 
@@ -237,7 +237,7 @@ CREATE TABLE IF NOT EXISTS audit_sqlcheck.attempts_hour
     outcome         String,
     http_status     UInt16,
     status_class    UInt8,
-    attempts        AggregateFunction(uniqExact, String),
+    attempts        AggregateFunction(count),
     latency         AggregateFunction(quantilesTiming(0.5, 0.9, 0.99), UInt32),
     last_attempt_at AggregateFunction(max, DateTime('UTC'))
 )
@@ -255,14 +255,14 @@ AS SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
 FROM audit_sqlcheck.attempts
 GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class
 ;
 
--- Rows stored before this migration (uniqExact makes a repeat harmless).
+-- Rows stored before this migration, collapsed (FINAL).
 INSERT INTO audit_sqlcheck.attempts_hour
 SELECT
     tenant,
@@ -271,10 +271,10 @@ SELECT
     outcome,
     http_status,
     toUInt8(intDiv(http_status, 100)) AS status_class,
-    uniqExactState(attempt_id) AS attempts,
+    countState() AS attempts,
     quantilesTimingState(0.5, 0.9, 0.99)(latency_ms) AS latency,
     maxState(attempted_at) AS last_attempt_at
-FROM audit_sqlcheck.attempts
+FROM audit_sqlcheck.attempts FINAL
 GROUP BY tenant, endpoint_id, hour, outcome, http_status, status_class
 ;
 
@@ -307,17 +307,9 @@ INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_
 ('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', '')
 ;
 
-INSERT INTO audit_sqlcheck.attempts (attempt_id, delivery_id, event_id, webhook_id, event_type, tenant, endpoint_id, url_host, attempt_number, attempted_at, attempted_ms, latency_ms, http_status, outcome, error_class, error_message, response_body, next_attempt_at, next_attempt_ms, first_attempt_at, first_attempt_ms, request_headers, body_preview, response_headers) VALUES
-('a-1', 'dlv-1', 'evt-1', 'msg_a-1', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 250, 10, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
-('a-2', 'dlv-2', 'evt-2', 'msg_a-2', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 20, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
-('a-3', 'dlv-3', 'evt-3', 'msg_a-3', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 30, 200, 'failed', '', '', '', 0, 0, 0, 0, '', '', ''),
-('a-4', 'dlv-4', 'evt-4', 'msg_a-4', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740830400, 251, 40, 503, 'retry_scheduled', 'http_503', 'busy', '{"e":"it\'s busy"}', 1740830430, 257, 0, 0, 'Webhook-Id: msg_a-4', '{"q":"it\'s \\\\"}', 'Retry-After: 30'),
-('a-5', 'dlv-5', 'evt-5', 'msg_a-5', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740783600, 250, 50, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
-('a-6', 'dlv-6', 'evt-6', 'msg_a-6', 'invoice.paid', 't1', 'ep-1', 'example.com', 1, 1740960000, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', ''),
-('b-1', 'dlv-1', 'evt-1', 'msg_b-1', 'invoice.paid', 't1', 'ep-2', 'example.com', 1, 1740830402, 250, 7, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
-('q-1', 'dlv-1', 'evt-1', 'msg_q-1', 'invoice.paid', 't1', 'it\'s \\ ep', 'example.com', 1, 1740830400, 250, 1, 200, 'blocked', '', '', '', 0, 0, 0, 0, '', '', ''),
-('c-7', 'dlv-7', 'evt-7', 'msg_c-7', 'invoice.paid', 't2', 'ep-1', 'example.com', 1, 1740830403, 250, 70, 200, 'delivered', '', '', '', 0, 0, 0, 0, '', '', ''),
-('c-8', 'dlv-8', 'evt-8', 'msg_c-8', 'invoice.paid', '', 'ep-1', 'example.com', 1, 1740830404, 250, 0, 200, 'abandoned', '', '', '', 0, 0, 0, 0, '', '', '')
+-- check: unstored_retry
+-- expect: 10
+SELECT count() FROM (SELECT DISTINCT attempt_id, outcome FROM audit_sqlcheck.attempts PREWHERE attempt_id IN ('a-1', 'a-2', 'a-3', 'a-4', 'a-5', 'a-6', 'b-1', 'q-1', 'c-7', 'c-8') WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep') AND attempted_at >= toDateTime(1740783600, 'UTC') AND attempted_at <= toDateTime(1740960000, 'UTC'))
 ;
 
 -- check: log
@@ -521,7 +513,7 @@ SELECT start,
   quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
 FROM
 (
-  SELECT toUInt32(minute) AS start, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT toUInt32(minute) AS start, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
   WHERE endpoint_id = 'ep-1'
@@ -546,7 +538,7 @@ SELECT start,
   quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
 FROM
 (
-  SELECT toUInt32(toStartOfHour(minute)) AS start, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT toUInt32(toStartOfHour(minute)) AS start, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
   WHERE endpoint_id = 'ep-1'
@@ -570,7 +562,7 @@ SELECT endpoint_id, tenant, max(last) AS last_at,
   quantilesTimingMergeIf(0.5, 0.9, 0.99)(lat, outcome NOT IN ('blocked', 'abandoned', 'expired', 'skipped', 'config_error', 'sending', 'interrupted')) AS latency_q
 FROM
 (
-  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_hour
   WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
@@ -578,7 +570,7 @@ FROM
     AND hour >= 1740744000 AND hour < 1740834000
   GROUP BY endpoint_id, tenant, outcome, http_status
   UNION ALL
-  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
   WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
@@ -586,7 +578,7 @@ FROM
     AND minute >= 1740744000 AND minute < 1740744000
   GROUP BY endpoint_id, tenant, outcome, http_status
   UNION ALL
-  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, uniqExactMerge(attempts) AS n, count() AS k,
+  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
   WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
