@@ -89,6 +89,18 @@ type DispatcherOptions struct {
 	// partition's fetching pauses until the backlog halves. Optional.
 	// Default 20000.
 	PartitionBacklog int
+	// MemoryBudget caps the bytes of the deliveries held in memory (key,
+	// value and headers of each record queued in an endpoint's queue, all
+	// partitions together), in bytes. Past it, a new delivery makes room
+	// by parking (reason "memory", without consuming an attempt) the
+	// newest queued deliveries of the endpoints of its partition that hold
+	// the most bytes, itself included; an endpoint's head-of-line delivery
+	// is never parked for memory, so held bytes exceed the budget by at
+	// most one record per endpoint holding only its head. Optional.
+	// Default 0: the count bounds (EndpointBacklog, PartitionBacklog)
+	// only. The fetch buffers are bounded by KafkaOptions (cmd/ passes
+	// kgo.FetchMaxBytes and its kin from the same budget).
+	MemoryBudget int64
 	// MaxQueueWait is the longest a delivery waits in an endpoint's queue
 	// (for its bucket, in-flight cap or pause) before it is parked in a tier
 	// instead. It bounds how long one slow endpoint can hold back its
@@ -146,6 +158,8 @@ func (o *DispatcherOptions) validate() error {
 		return fmt.Errorf("pipeline: DispatcherOptions.EndpointBacklog must be >= 0, got %d", o.EndpointBacklog)
 	case o.PartitionBacklog < 0:
 		return fmt.Errorf("pipeline: DispatcherOptions.PartitionBacklog must be >= 0, got %d", o.PartitionBacklog)
+	case o.MemoryBudget < 0:
+		return fmt.Errorf("pipeline: DispatcherOptions.MemoryBudget must be >= 0, got %d", o.MemoryBudget)
 	case o.MaxQueueWait < 0:
 		return fmt.Errorf("pipeline: DispatcherOptions.MaxQueueWait must be >= 0, got %v", o.MaxQueueWait)
 	case o.TransactionTimeout < 0:
@@ -248,6 +262,7 @@ type Dispatcher struct {
 	txn    *transactor                // commits on sess; poll loop only
 	live   atomic.Pointer[kgo.Client] // this run's client, for tests; nil between runs
 	health *healthTracker             // failing-since clock and auto-disable (health.go)
+	held   atomic.Int64               // bytes of the deliveries queued in every partition's endpoint queues (itemSize)
 
 	mu         sync.Mutex
 	parts      map[int32]*partState // owned partitions of the deliveries topic; guarded by mu

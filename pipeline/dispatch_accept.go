@@ -32,7 +32,7 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		return
 	}
 	now := d.now()
-	it := &item{off: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), meta: meta, queuedAt: now}
+	it := &item{off: r.Offset, key: bytes.Clone(r.Key), value: bytes.Clone(r.Value), meta: meta, queuedAt: now, size: itemSize(r.Key, r.Value, r.Headers)}
 	ep, ok := d.o.Endpoints.Get(meta.EndpointID)
 	if !ok {
 		ep = nil
@@ -56,7 +56,7 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 	p.mu.Lock()
 	q := p.queues[meta.EndpointID]
 	if q == nil {
-		q = newEndpointQueue(meta.EndpointID, lim)
+		q = newEndpointQueue(meta.EndpointID, lim, &d.held)
 		p.queues[meta.EndpointID] = q
 	}
 	// Park instead of holding: the endpoint is paused past the smallest
@@ -68,6 +68,14 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 		}
 		p.mu.Unlock()
 		d.park(p, it, reason, until, now, d.finish)
+		return
+	}
+	if !d.makeRoom(p, q, it, now) {
+		if q.len() == 0 && q.active == 0 && !q.running {
+			delete(p.queues, q.id)
+		}
+		p.mu.Unlock()
+		d.park(p, it, "memory", time.Time{}, now, d.finish)
 		return
 	}
 	q.push(it, now)
@@ -100,4 +108,35 @@ func (d *Dispatcher) parkReason(p *partState, q *endpointQueue, now time.Time) (
 		return "partition_backlog", time.Time{}
 	}
 	return "", time.Time{}
+}
+
+// makeRoom keeps the held bytes within DispatcherOptions.MemoryBudget for
+// it, about to join q: while they would exceed it, the newest delivery of
+// the queue of p holding the most bytes (q counting it) is parked, and
+// false is returned when that is it itself. A queue's head is never parked
+// for memory, so it joins an empty q anyway. Called with the partition
+// lock held, on the poll loop.
+func (d *Dispatcher) makeRoom(p *partState, q *endpointQueue, it *item, now time.Time) bool {
+	if d.o.MemoryBudget == 0 {
+		return true
+	}
+	for d.held.Load()+it.size > d.o.MemoryBudget {
+		var victim *endpointQueue
+		for _, o := range p.queues {
+			if o.len() > 1 && (victim == nil || o.bytes > victim.bytes) {
+				victim = o
+			}
+		}
+		if q.len() > 0 && (victim == nil || q.bytes+it.size >= victim.bytes) {
+			return false
+		}
+		if victim == nil {
+			return true // only heads are held here: it is q's head
+		}
+		old := victim.popNewest()
+		p.backlog--
+		d.m.backlog.Add(context.Background(), -1)
+		d.park(p, old, "memory", time.Time{}, now, d.finish)
+	}
+	return true
 }

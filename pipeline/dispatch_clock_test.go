@@ -69,7 +69,7 @@ func TestQueueWaitParksNeverEarly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	q := newEndpointQueue("ep", lim)
+	q := newEndpointQueue("ep", lim, new(atomic.Int64))
 	p := &partState{queues: map[string]*endpointQueue{"ep": q}}
 	for i, at := range []time.Time{t0, t0.Add(time.Second)} {
 		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: "d" + string(rune('0'+i)), WebhookID: "msg", EndpointID: "ep", Attempt: 1}, queuedAt: at}, at)
@@ -107,7 +107,7 @@ func TestHeldDeliveryNeverEarly(t *testing.T) {
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	due := t0.Add(3 * time.Second)
-	q := newEndpointQueue("ep", lim)
+	q := newEndpointQueue("ep", lim, new(atomic.Int64))
 	q.push(&item{meta: delivery.Meta{DeliveryID: "d", EndpointID: "ep", DueAt: due}}, t0)
 	if len(q.ready) != 0 || len(q.held) != 1 {
 		t.Fatalf("pushed before its due time: %d ready, %d held; want it held", len(q.ready), len(q.held))
@@ -120,7 +120,7 @@ func TestHeldDeliveryNeverEarly(t *testing.T) {
 	if len(q.ready) != 1 || len(q.held) != 0 {
 		t.Fatalf("at its due time: %d ready, %d held; want it ready", len(q.ready), len(q.held))
 	}
-	q2 := newEndpointQueue("ep", lim)
+	q2 := newEndpointQueue("ep", lim, new(atomic.Int64))
 	q2.push(&item{meta: delivery.Meta{DeliveryID: "e", EndpointID: "ep", DueAt: due}}, due)
 	if len(q2.ready) != 1 {
 		t.Fatal("a delivery pushed at its due time is held; want it ready")

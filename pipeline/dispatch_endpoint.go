@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"container/heap"
 	"context"
 	"time"
 
@@ -153,7 +152,7 @@ func (d *Dispatcher) drain(p *partState, q *endpointQueue, fn func(*item)) {
 		fn(q.pop())
 	}
 	for len(q.held) > 0 {
-		fn(heap.Pop(&q.held).(*item))
+		fn(q.popHeld())
 	}
 	p.backlog -= n
 	d.m.backlog.Add(context.Background(), -int64(n))

@@ -41,6 +41,7 @@ type item struct {
 	value    []byte // the exact webhook body
 	meta     delivery.Meta
 	queuedAt time.Time
+	size     int64 // itemSize: what it counts against DispatcherOptions.MemoryBudget
 }
 
 // assigned runs in the client's group goroutine when partitions are added.
@@ -179,6 +180,7 @@ func (d *Dispatcher) revoked(_ context.Context, _ *kgo.Client, revoked map[strin
 		p.mu.Lock()
 		for _, q := range p.queues {
 			q.closeQueue()
+			q.forget()
 		}
 		n := p.backlog
 		p.backlog = 0

@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"container/heap"
+	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookrelay/hookrelay/ratelimit"
 )
@@ -17,17 +20,39 @@ type endpointQueue struct {
 	running bool     // a pump goroutine serves the queue
 	active  int      // attempts started from this queue and not yet ended
 	closed  bool
+	bytes   int64         // itemSize of every queued item
+	total   *atomic.Int64 // the dispatcher's held bytes, which bytes is part of
 	wake    chan struct{} // buffered(1): something changed, re-evaluate
 }
 
-func newEndpointQueue(id string, lim *ratelimit.Endpoint) *endpointQueue {
-	return &endpointQueue{id: id, lim: lim, wake: make(chan struct{}, 1)}
+func newEndpointQueue(id string, lim *ratelimit.Endpoint, total *atomic.Int64) *endpointQueue {
+	return &endpointQueue{id: id, lim: lim, total: total, wake: make(chan struct{}, 1)}
 }
+
+// itemSize is what a queued delivery counts against the memory budget, in
+// bytes: its key, value and headers (as fetched).
+func itemSize(key, value []byte, headers []kgo.RecordHeader) int64 {
+	n := len(key) + len(value)
+	for _, h := range headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// account adds n (negative: removes) to the queue's bytes and the total.
+func (q *endpointQueue) account(n int64) {
+	q.bytes += n
+	q.total.Add(n)
+}
+
+// forget removes every queued byte from the total (the queue is dropped).
+func (q *endpointQueue) forget() { q.account(-q.bytes) }
 
 func (q *endpointQueue) len() int { return len(q.ready) + len(q.held) }
 
 // push queues it: held until its DueAt if that is after now, else ready.
 func (q *endpointQueue) push(it *item, now time.Time) {
+	q.account(it.size)
 	if !it.meta.DueAt.IsZero() && it.meta.DueAt.After(now) {
 		heap.Push(&q.held, it)
 	} else {
@@ -47,6 +72,36 @@ func (q *endpointQueue) pop() *item {
 	it := q.ready[0]
 	q.ready[0] = nil
 	q.ready = q.ready[1:]
+	q.account(-it.size)
+	return it
+}
+
+// popHeld removes the held item due first.
+func (q *endpointQueue) popHeld() *item {
+	it := heap.Pop(&q.held).(*item)
+	q.account(-it.size)
+	return it
+}
+
+// popNewest removes the queued item that is not the queue's head (ready[0],
+// or the first held when none is ready) and was queued last among those of
+// its kind: the ready tail, else a held leaf (a heap's last element can go
+// without a fix-up). It returns nil when the queue holds only its head.
+func (q *endpointQueue) popNewest() *item {
+	var it *item
+	switch {
+	case len(q.held) > 1 || len(q.held) == 1 && len(q.ready) > 0:
+		it = q.held[len(q.held)-1]
+		q.held[len(q.held)-1] = nil
+		q.held = q.held[:len(q.held)-1]
+	case len(q.ready) > 1:
+		it = q.ready[len(q.ready)-1]
+		q.ready[len(q.ready)-1] = nil
+		q.ready = q.ready[:len(q.ready)-1]
+	default:
+		return nil
+	}
+	q.account(-it.size)
 	return it
 }
 

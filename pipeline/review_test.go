@@ -368,7 +368,7 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := newEndpointQueue("ep", lim)
+	q := newEndpointQueue("ep", lim, new(atomic.Int64))
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i := 0; i < 2; i++ {
 		q.push(&item{off: int64(i), meta: delivery.Meta{DeliveryID: fmt.Sprint(i), EndpointID: "ep"}}, now)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -53,6 +54,7 @@ type config struct {
 	Roles              map[string]bool
 	MaxEventBytes      int
 	EndpointBuffer     int
+	MemoryBudget       int64 // bytes: fetch buffers, held deliveries, producer buffers (see memoryShares)
 	InterruptGrace     time.Duration
 	FanoutLinger       time.Duration // 0: none
 	LogRetention       time.Duration
@@ -96,6 +98,7 @@ var settings = []setting{
 	{"roles", "HOOKRELAY_ROLES", "fanout,dispatch,retry,audit,api", "stages this process runs, comma-separated: fanout, dispatch, retry, audit, api"},
 	{"max-event-bytes", "HOOKRELAY_MAX_EVENT_BYTES", "262144", "largest events-topic record accepted, in bytes"},
 	{"endpoint-backlog", "HOOKRELAY_ENDPOINT_BACKLOG", "1000", "deliveries held in memory per endpoint before new ones are parked in a delay tier"},
+	{"memory-budget", "HOOKRELAY_MEMORY_BUDGET", "192MiB", "bytes of Kafka fetch buffers, deliveries held by the dispatcher and producer buffers together, shared by the stages this process runs (binary units: 256MiB, 1GiB; at least 16MiB); past the dispatcher's share, the overflow of the endpoints holding the most is parked in a delay tier"},
 	{"fanout-linger", "HOOKRELAY_FANOUT_LINGER", pipeline.DefaultFanoutLinger.String(), "how long fan-out keeps polling after events arrived, so one transaction carries them all (fewer, larger transactions; at most this much extra latency); 0: one transaction per poll"},
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
 	{"log-retention", "HOOKRELAY_LOG_RETENTION", chstore.DefaultRetention.String(), "how long the delivery log (attempts and its views) is kept, at least 24h (default 30 days): a table TTL on ClickHouse 19.6+, else the audit role drops whole UTC-day partitions older than it, hourly"},
@@ -272,6 +275,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	// delivery record must fit Kafka's default 1 MiB message limit.
 	if c.MaxEventBytes, err = strconv.Atoi(get("max-event-bytes")); err != nil || c.MaxEventBytes < 1 || c.MaxEventBytes > 512<<10 {
 		return nil, bad("max-event-bytes", fmt.Errorf("must be an integer from 1 to 524288 (512 KiB), got %q", get("max-event-bytes")))
+	}
+	if c.MemoryBudget, err = units.RAMInBytes(get("memory-budget")); err != nil || c.MemoryBudget < minMemoryBudget {
+		return nil, bad("memory-budget", fmt.Errorf("must be a size of at least 16MiB, e.g. 256MiB, got %q", get("memory-budget")))
 	}
 	if c.EndpointBuffer, err = strconv.Atoi(get("endpoint-backlog")); err != nil || c.EndpointBuffer < 1 {
 		return nil, bad("endpoint-backlog", fmt.Errorf("must be a positive integer, got %q", get("endpoint-backlog")))

@@ -80,6 +80,11 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	withID := func(stage string) []kgo.Opt {
 		return append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+stage+"-"+cfg.InstanceID))
 	}
+	// --memory-budget, split between the stages (membudget.go). A
+	// delivery record is at most an event plus its headers.
+	mem := newMemoryShares(cfg.MemoryBudget)
+	maxRecord := cfg.MaxEventBytes + 64<<10
+	budgeted := func(stage string, fetch int64) []kgo.Opt { return append(withID(stage), fetchOpts(fetch)...) }
 
 	// Metrics: OpenTelemetry, exported in the Prometheus format.
 	exporter, err := prometheus.New(prometheus.WithoutScopeInfo())
@@ -174,7 +179,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// past which the request is not made. It outlives dispatcher
 		// restarts: it is idempotent, not transactional, and retries on
 		// its own.
-		attemptsClient, err := kgo.NewClient(append(slices.Clip(copts), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))...)
+		attemptsClient, err := kgo.NewClient(append(append(slices.Clip(copts), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second)),
+			produceOpts(mem.AttemptsProduce, maxRecord)...)...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
 		}
@@ -196,7 +202,8 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			t.Deliveries = gen.Topic
 			return pipeline.NewDispatcher(pipeline.DispatcherOptions{
 				Brokers:         cfg.Brokers,
-				KafkaOptions:    withID(stage),
+				KafkaOptions:    append(budgeted(stage, mem.DispatchFetch), produceOpts(mem.DispatchProduce, maxRecord)...),
+				MemoryBudget:    mem.DispatchHeld,
 				Topics:          t,
 				Group:           topics.Prefix + stage,
 				TransactionalID: topics.Prefix + stage + "-" + cfg.InstanceID,
@@ -221,7 +228,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if cfg.Roles["fanout"] {
 		fanout, err = pipeline.NewFanout(pipeline.FanoutOptions{
 			Brokers:         cfg.Brokers,
-			KafkaOptions:    withID("fanout"),
+			KafkaOptions:    budgeted("fanout", mem.StageFetch),
 			Topics:          topics,
 			DeliveriesTopic: gens.DeliveriesTopic,
 			Group:           topics.Prefix + "fanout",
@@ -241,7 +248,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if cfg.Roles["retry"] {
 		relay, err = pipeline.NewRelay(pipeline.RelayOptions{
 			Brokers:         cfg.Brokers,
-			KafkaOptions:    withID("retry"),
+			KafkaOptions:    budgeted("retry", mem.StageFetch),
 			Group:           topics.Prefix + "retry-relay",
 			Tiers:           policy.Tiers(),
 			TargetTopic:     topics.Deliveries,
@@ -260,7 +267,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if cfg.Roles["audit"] {
 		auditSink, err = sink.New(sink.Options{
 			Brokers:        cfg.Brokers,
-			KafkaOptions:   withID("audit"),
+			KafkaOptions:   budgeted("audit", mem.StageFetch),
 			Group:          topics.Prefix + "audit",
 			Topic:          topics.Attempts,
 			Store:          store,
