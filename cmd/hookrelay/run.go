@@ -189,7 +189,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// One dispatcher per deliveries generation: generation 1 keeps the
 		// names it always had; generation n > 1 appends ".g<n>" to the
 		// group, the transactional ID's stage and the static member ID's.
-		attemptLog := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts)
+		attemptLog := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts, cfg.AttemptFormat)
 		newDispatcher = func(gen pipeline.Generation, hold <-chan struct{}) (*pipeline.Dispatcher, error) {
 			stage := pipeline.GenerationGroup("dispatch", gen.N)
 			t := topics
@@ -203,6 +203,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 				Endpoints:       view,
 				Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
 				Attempts:        attemptLog,
+				AttemptFormat:   cfg.AttemptFormat,
 				Policy:          policy,
 				Hold:            hold,
 				EndpointBacklog: cfg.EndpointBuffer,
@@ -228,6 +229,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
 			Endpoints:       view,
 			MaxEventBytes:   cfg.MaxEventBytes,
+			AttemptFormat:   cfg.AttemptFormat,
 			Linger:          cmp.Or(cfg.FanoutLinger, -1), // 0 (none) is negative for the option
 			Meter:           meter,
 			Logger:          log,
