@@ -417,20 +417,29 @@ const (
 // topics are there or ctx has ended, and an error naming the fault for one
 // that no retry cures: pipeline.IsFatal (e.g. a deliveries topic with
 // another partition count), or what misconfigured explains as a TLS or SASL
-// misconfiguration (given the try's error and how many tries in a row
-// ended in kgo.ErrFirstReadEOF; see config.kafkaConfigError).
+// misconfiguration (given the try's error and the streak of tries that
+// ended in kgo.ErrFirstReadEOF, how many and for how long; see
+// config.kafkaConfigError and kafkaFirstEOFSpan).
 func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics, l pipeline.TopicLayout, ready *readiness,
-	misconfigured func(err error, eofs int) error, log *slog.Logger) error {
+	misconfigured func(err error, eofs eofStreak) error, log *slog.Logger) error {
 	wait := topicsBackoff
-	eofs := 0
+	var (
+		eofs     eofStreak
+		eofSince time.Time
+	)
 	for try := 1; ; try++ {
+		start := time.Now()
 		tctx, cancel := context.WithTimeout(ctx, topicsTryTimeout)
 		err := pipeline.EnsureTopics(tctx, adm, topics, l)
 		cancel()
 		if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
-			eofs++
+			if eofs.Tries == 0 {
+				eofSince = start
+			}
+			eofs.Tries++
+			eofs.For = time.Since(eofSince)
 		} else {
-			eofs = 0
+			eofs = eofStreak{}
 		}
 		switch {
 		case err == nil:
