@@ -113,6 +113,28 @@ func (l *recoveryLimiter) acquire(id string) (release func(), busy string) {
 	}, ""
 }
 
+// admitRecovery checks a recovery's range (since within MaxRecoverRange,
+// until after since) and admits it past s.recov, or answers the request
+// (400 naming the field, 429 with Retry-After) and returns false.
+func (s *Server) admitRecovery(w http.ResponseWriter, r *http.Request, e *endpoints.Endpoint, since, until time.Time) (func(), bool) {
+	if oldest := s.o.Now().Add(-MaxRecoverRange); since.Before(oldest) {
+		writeProblem(w, r, probValidation, fmt.Sprintf("since is older than the events topic's retention (%v): nothing before %s can be recovered from it",
+			MaxRecoverRange, oldest.UTC().Format(time.RFC3339)), FieldDetail{"since", fmt.Sprintf("must be within the last %v", MaxRecoverRange)})
+		return nil, false
+	}
+	if !until.IsZero() && !until.After(since) {
+		writeProblem(w, r, probValidation, "until must be after since", FieldDetail{"until", "must be after since"})
+		return nil, false
+	}
+	release, busy := s.recov.acquire(e.ID)
+	if busy != "" {
+		w.Header().Set("Retry-After", strconv.Itoa(int(recoverRetryAfter/time.Second)))
+		writeProblem(w, r, probTooManyRecoveries, busy)
+		return nil, false
+	}
+	return release, true
+}
+
 // recoverEndpoint answers POST /v1/endpoints/{id}/recover: every message of
 // the endpoint in [since, until), from its newest DLQ record or, without
 // one, from its event in the events topic (Resender.candidates), that is
@@ -140,20 +162,8 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 		writeProblem(w, r, probValidation, "invalid fields", bad...)
 		return
 	}
-	now := s.o.Now()
-	if oldest := now.Add(-MaxRecoverRange); since.Before(oldest) {
-		writeProblem(w, r, probValidation, fmt.Sprintf("since is older than the events topic's retention (%v): nothing before %s can be recovered from it",
-			MaxRecoverRange, oldest.UTC().Format(time.RFC3339)), FieldDetail{"since", fmt.Sprintf("must be within the last %v", MaxRecoverRange)})
-		return
-	}
-	if !until.IsZero() && !until.After(since) {
-		writeProblem(w, r, probValidation, "until must be after since", FieldDetail{"until", "must be after since"})
-		return
-	}
-	release, busy := s.recov.acquire(e.ID)
-	if busy != "" {
-		w.Header().Set("Retry-After", strconv.Itoa(int(recoverRetryAfter/time.Second)))
-		writeProblem(w, r, probTooManyRecoveries, busy)
+	release, ok := s.admitRecovery(w, r, e, since, until)
+	if !ok {
 		return
 	}
 	defer release()
