@@ -173,7 +173,7 @@ func TestSecuredClusterMisconfigFailsAtStart(t *testing.T) {
 			p := h.spawn("bad", tc.env...)
 			select {
 			case <-p.done:
-			case <-time.After(60 * time.Second): // hang guard: a misconfiguration must not be retried
+			case <-time.After(120 * time.Second): // hang guard: a misconfiguration must not be retried for long (EOFs: 30 s of them)
 				t.Fatalf("hookrelay still running 60 s after start; log:\n%s", tail(p.logPath, 30))
 			}
 			if p.waitErr == nil {

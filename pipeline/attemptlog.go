@@ -16,16 +16,19 @@ import (
 // the same key, so both rows land on the same partition in that order and
 // the audit sink can pair them (see audit/sink). Safe for concurrent use.
 type KafkaAttemptLog struct {
-	cl    *kgo.Client
-	topic string
+	cl     *kgo.Client
+	topic  string
+	format AttemptFormat
 }
 
 // NewKafkaAttemptLog produces to topic with cl, which must be an idempotent
 // producer with acks=all (franz-go's defaults) and use the same partitioner
 // as the dispatcher's client. Give it a short linger (or none): every
-// Started waits for its record. The caller owns cl.
-func NewKafkaAttemptLog(cl *kgo.Client, topic string) *KafkaAttemptLog {
-	return &KafkaAttemptLog{cl: cl, topic: topic}
+// Started waits for its record. Rows are encoded in format (""/json: the
+// JSON form every release reads; binary: see [AttemptFormat]). The caller
+// owns cl.
+func NewKafkaAttemptLog(cl *kgo.Client, topic string, format AttemptFormat) *KafkaAttemptLog {
+	return &KafkaAttemptLog{cl: cl, topic: topic, format: format}
 }
 
 // Started produces rows together (one produce, one wait: rows of one
@@ -37,7 +40,7 @@ func NewKafkaAttemptLog(cl *kgo.Client, topic string) *KafkaAttemptLog {
 func (l *KafkaAttemptLog) Started(ctx context.Context, rows ...*audit.Attempt) error {
 	recs := make([]*kgo.Record, len(rows))
 	for i, a := range rows {
-		b, err := a.Marshal()
+		b, err := l.format.Encode(a)
 		if err != nil {
 			return fmt.Errorf("pipeline: encode attempt %s: %w", a.AttemptID, err)
 		}

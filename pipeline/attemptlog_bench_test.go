@@ -27,7 +27,7 @@ func BenchmarkKafkaAttemptLogStarted(b *testing.B) {
 		b.Fatal(err)
 	}
 	cl := stack.Client(b, kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
-	l := NewKafkaAttemptLog(cl, topic)
+	l := NewKafkaAttemptLog(cl, topic, AttemptBinary)
 	for _, par := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("concurrent=%d", par), func(b *testing.B) {
 			b.SetParallelism(par) // × GOMAXPROCS goroutines

@@ -71,6 +71,10 @@ type DispatcherOptions struct {
 	// Attempts writes each attempt's Sending row before its request.
 	// Required.
 	Attempts AttemptLog
+	// AttemptFormat encodes the outcome rows the dispatcher writes in its
+	// transactions (give Attempts the same). Optional. Default AttemptJSON,
+	// the form every release reads (see [AttemptFormat] for the rollout).
+	AttemptFormat AttemptFormat
 	// StartTimeout bounds the wait for an attempt's Sending row. If it is
 	// not written in time (Kafka unavailable), the request is not made and
 	// the delivery is parked in a delay tier without consuming an attempt.
@@ -152,6 +156,8 @@ func (o *DispatcherOptions) validate() error {
 		return errors.New("pipeline: DispatcherOptions.Attempter is required")
 	case o.Attempts == nil:
 		return errors.New("pipeline: DispatcherOptions.Attempts is required")
+	case o.AttemptFormat != "" && o.AttemptFormat != AttemptJSON && o.AttemptFormat != AttemptBinary:
+		return fmt.Errorf("pipeline: DispatcherOptions.AttemptFormat %q: want json or binary", string(o.AttemptFormat))
 	case o.Policy == nil:
 		return errors.New("pipeline: DispatcherOptions.Policy is required")
 	case o.EndpointBacklog < 0:

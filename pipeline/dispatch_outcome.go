@@ -97,7 +97,7 @@ func (d *Dispatcher) conclude(it *item, ep *endpoints.Endpoint, o audit.Outcome,
 // ID like its Sending row (so both land on one partition, in order): a
 // one-element slice, or none if a does not encode (logged).
 func (d *Dispatcher) attemptRecord(a *audit.Attempt) []*kgo.Record {
-	b, err := a.Marshal()
+	b, err := d.o.AttemptFormat.Encode(a)
 	if err != nil {
 		d.o.Logger.Error("dispatch: attempt row not encoded", "attempt_id", a.AttemptID, "err", err)
 		return nil

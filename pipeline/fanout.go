@@ -85,6 +85,10 @@ type FanoutOptions struct {
 	// of extra latency. Optional. Default DefaultFanoutLinger (10ms);
 	// negative: none (one transaction per poll).
 	Linger time.Duration
+	// AttemptFormat encodes the attempt rows of matches fan-out does not
+	// send (endpoint disabled or invalid). Optional. Default AttemptJSON,
+	// the form every release reads (see [AttemptFormat] for the rollout).
+	AttemptFormat AttemptFormat
 	// Meter. Optional. Default no-op.
 	Meter metric.Meter
 	// Logger. Optional. Default slog.Default().
@@ -127,6 +131,8 @@ func NewFanout(o FanoutOptions) (*Fanout, error) {
 		return nil, errors.New("pipeline: FanoutOptions.TransactionalID is required")
 	case o.Endpoints == nil:
 		return nil, errors.New("pipeline: FanoutOptions.Endpoints is required")
+	case o.AttemptFormat != "" && o.AttemptFormat != AttemptJSON && o.AttemptFormat != AttemptBinary:
+		return nil, fmt.Errorf("pipeline: FanoutOptions.AttemptFormat %q: want json or binary", string(o.AttemptFormat))
 	case o.MaxEventBytes < 0:
 		return nil, fmt.Errorf("pipeline: FanoutOptions.MaxEventBytes must be >= 0, got %d", o.MaxEventBytes)
 	case o.TransactionTimeout < 0:

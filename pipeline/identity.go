@@ -131,8 +131,8 @@ func (f *Fanout) notSent(ctx context.Context, ep *endpoints.Endpoint, m delivery
 	if u, err := url.Parse(ep.URL); err == nil {
 		row.URLHost = u.Host
 	}
-	b, err := row.Marshal()
-	if err != nil { // plain fields only: cannot fail
+	b, err := f.o.AttemptFormat.Encode(&row)
+	if err != nil { // plain fields, a checked format: cannot fail
 		f.o.Logger.Error("fanout: encode attempt row", "err", err)
 	}
 	f.m.notSent.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(v.outcome)), attrReason(v.class)))

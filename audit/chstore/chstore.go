@@ -735,6 +735,66 @@ func (c *Store) TTLStatements(retention time.Duration) []string {
 	return out
 }
 
+// engines returns system.tables' engine_full of the retained tables, by
+// table name.
+func (c *Store) engines(ctx context.Context) (map[string]string, error) {
+	names := make([]string, len(retainedTables))
+	for i, t := range retainedTables {
+		names[i] = quote(t.name)
+	}
+	rows, err := c.conn.Query(ctx, fmt.Sprintf("SELECT name, engine_full FROM system.tables WHERE database = %s AND name IN (%s)",
+		quote(c.db), strings.Join(names, ", ")))
+	if err != nil {
+		return nil, fmt.Errorf("audit: read table engines: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, engine string
+		if err := rows.Scan(&name, &engine); err != nil {
+			return nil, fmt.Errorf("audit: read table engines: %w", err)
+		}
+		out[name] = engine
+	}
+	return out, rows.Err()
+}
+
+// pendingTTLStatements are the TTLStatements of the tables whose engine
+// (engines: system.tables' engine_full by table name) does not carry that
+// TTL already. A MODIFY TTL on current servers starts a MATERIALIZE TTL
+// mutation, a rewrite of every part, even when the TTL is unchanged; the
+// audit role applies retention at every start, so it skips those.
+func (c *Store) pendingTTLStatements(retention time.Duration, engines map[string]string) []string {
+	all := c.TTLStatements(retention)
+	var out []string
+	for i, t := range retainedTables {
+		if !hasTTL(engines[t.name], t.timeColumn, int64(retention/time.Second)) {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+// hasTTL reports whether engineFull (system.tables' engine_full) has the
+// table TTL "col + INTERVAL secs SECOND", as the server renders it
+// ("TTL col + toIntervalSecond(secs)"), and no other TTL clause after it.
+func hasTTL(engineFull, col string, secs int64) bool {
+	for _, want := range []string{
+		fmt.Sprintf(" TTL %s + toIntervalSecond(%d)", col, secs),
+		fmt.Sprintf(" TTL %s + INTERVAL %d SECOND", col, secs),
+	} {
+		i := strings.Index(engineFull, want)
+		if i < 0 {
+			continue
+		}
+		rest := engineFull[i+len(want):]
+		if rest == "" || strings.HasPrefix(rest, " SETTINGS ") {
+			return true
+		}
+	}
+	return false
+}
+
 // Retention is what ApplyRetention did.
 type Retention struct {
 	// TTL is true when the server has TTL and the tables now carry one;
@@ -750,8 +810,9 @@ type Retention struct {
 // background merges, to the second); an older one (18.16) gets its whole
 // UTC-day partitions older than now-retention dropped (DropPartitionsBefore
 // of that instant's day), so up to a day more than retention is kept. Call
-// it periodically: the TTL path is idempotent, the drop path acts on days
-// that aged since.
+// it periodically: the TTL path changes only tables whose TTL differs
+// (system.tables' engine_full; an unchanged TTL starts no mutation), the
+// drop path acts on days that aged since.
 func (c *Store) ApplyRetention(ctx context.Context, retention time.Duration, now time.Time) (Retention, error) {
 	if retention < 24*time.Hour {
 		return Retention{}, fmt.Errorf("audit: retention %s: want at least 24h", retention)
@@ -761,7 +822,11 @@ func (c *Store) ApplyRetention(ctx context.Context, retention time.Duration, now
 		return Retention{}, err
 	}
 	if SupportsTTL(v) {
-		for _, s := range c.TTLStatements(retention) {
+		engines, err := c.engines(ctx)
+		if err != nil {
+			return Retention{}, err
+		}
+		for _, s := range c.pendingTTLStatements(retention, engines) {
 			if err := c.conn.Exec(ctx, s); err != nil {
 				return Retention{}, fmt.Errorf("audit: set retention TTL: %w", err)
 			}

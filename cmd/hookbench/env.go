@@ -190,6 +190,9 @@ func (e *env) environ(more ...string) []string {
 		"HOOKRELAY_API_ADDR=127.0.0.1:0", // the api role's port: any free one
 		"HOOKRELAY_ALLOW_NETWORKS=127.0.0.0/8",
 		"HOOKRELAY_PARTITIONS="+strconv.Itoa(e.b.o.partitions),
+		// Binary attempt records (the next release's default; this
+		// release's is json): reported as options.attempt-format.
+		"HOOKRELAY_ATTEMPT_FORMAT="+e.b.o.attemptFmt,
 	)
 	out = append(out, e.extra...)
 	return append(out, more...)

@@ -96,6 +96,7 @@ type options struct {
 	runDir       string
 	stackPids    string
 	partitions   int
+	attemptFmt   string
 	sample       time.Duration
 	progress     time.Duration
 	keep         bool
@@ -159,6 +160,7 @@ func main() {
 	fs.StringVar(&o.runDir, "run-dir", "", "where hookrelay logs go (default .local/bench/<run id>)")
 	fs.StringVar(&o.stackPids, "stack-pids", ".local/pids", "directory of kafka.pid and clickhouse.pid, to report the stack's CPU (optional)")
 	fs.IntVar(&o.partitions, "partitions", 12, "HOOKRELAY_PARTITIONS of every scenario")
+	fs.StringVar(&o.attemptFmt, "attempt-format", "binary", "HOOKRELAY_ATTEMPT_FORMAT of every scenario: binary (the next release's default, measured here) or json (this release's default)")
 	fs.DurationVar(&o.sample, "sample", time.Second, "CPU/RSS/metrics sampling interval")
 	fs.DurationVar(&o.progress, "progress", 5*time.Second, "progress line interval")
 	fs.BoolVar(&o.keep, "keep", false, "keep each scenario's topics and database")
@@ -529,6 +531,7 @@ func run(ctx context.Context, o options) (*Report, error) {
 // printSummary prints the headline figures.
 func printSummary(rep *Report) {
 	fmt.Printf("\n=== hookbench %s run %s: %.0fs, ok=%v ===\n", rep.Mode, rep.RunID, rep.Elapsed, rep.OK)
+	fmt.Printf("  %-36s %v\n", "hookrelay attempt format", rep.Options["attempt-format"])
 	keys := make([]string, 0, len(rep.Summary))
 	for k := range rep.Summary {
 		keys = append(keys, k)

@@ -60,6 +60,7 @@ type config struct {
 	LogRetention       time.Duration
 	DisableAfter       time.Duration
 	FailingNotify      []float64
+	AttemptFormat      pipeline.AttemptFormat
 }
 
 // setting is one configurable value: its flag, its environment variable, its
@@ -101,6 +102,7 @@ var settings = []setting{
 	{"memory-budget", "HOOKRELAY_MEMORY_BUDGET", "192MiB", "bytes of Kafka fetch buffers, deliveries held by the dispatcher and producer buffers together, shared by the stages this process runs (binary units: 256MiB, 1GiB; at least 16MiB); past the dispatcher's share, the overflow of the endpoints holding the most is parked in a delay tier"},
 	{"fanout-linger", "HOOKRELAY_FANOUT_LINGER", pipeline.DefaultFanoutLinger.String(), "how long fan-out keeps polling after events arrived, so one transaction carries them all (fewer, larger transactions; at most this much extra latency); 0: one transaction per poll"},
 	{"audit-interrupt-grace", "HOOKRELAY_AUDIT_INTERRUPT_GRACE", sink.DefaultInterruptGrace.String(), "how long the audit sink waits for an attempt's outcome after its sending row before logging it interrupted (see audit/sink)"},
+	{"attempt-format", "HOOKRELAY_ATTEMPT_FORMAT", string(pipeline.AttemptJSON), "encoding of the attempts-topic records this process writes: json (read by every release) or binary (cheaper; read only by this release and later). Default json in this release; the next release makes binary the default once every audit sink reads both, so switch to binary only after all instances run this release"},
 	{"log-retention", "HOOKRELAY_LOG_RETENTION", chstore.DefaultRetention.String(), "how long the delivery log (attempts and its views) is kept, at least 24h (default 30 days): a table TTL on ClickHouse 19.6+, else the audit role drops whole UTC-day partitions older than it, hourly"},
 }
 
@@ -290,6 +292,9 @@ func loadConfig(fs *pflag.FlagSet) (*config, error) {
 	}
 	if c.LogRetention, err = time.ParseDuration(get("log-retention")); err != nil || c.LogRetention < 24*time.Hour {
 		return nil, bad("log-retention", fmt.Errorf("must be a duration of at least 24h (e.g. 720h for 30 days), got %q", get("log-retention")))
+	}
+	if c.AttemptFormat, err = pipeline.ParseAttemptFormat(get("attempt-format")); err != nil {
+		return nil, bad("attempt-format", fmt.Errorf("must be json or binary, got %q", get("attempt-format")))
 	}
 	return c, nil
 }

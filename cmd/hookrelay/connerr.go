@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,18 +20,37 @@ import (
 // (issue 10: an unreachable broker is waited for; issue 16: a wrong password
 // or an untrusted CA fails at once and says which).
 
-// kafkaFirstEOFTries is how many start-up tries in a row must end in
-// kgo.ErrFirstReadEOF (the broker closed a new connection at once) before
-// it counts as misconfiguration: TLS against a plaintext listener, or no
-// SASL where the listener requires it. One such close can also be a broker
-// going down, so a single one is retried.
-const kafkaFirstEOFTries = 3
+// kgo.ErrFirstReadEOF (the broker closed a new connection at once) counts as
+// misconfiguration (TLS against a plaintext listener, or no SASL where the
+// listener requires it) only when every start-up try for at least
+// kafkaFirstEOFSpan, and at least kafkaFirstEOFTries of them, ended in it
+// with nothing else between. A broker going down, a load balancer in front
+// of restarting brokers, or a connection quota close connections the same
+// way for a while; 30 s of nothing but such closes, with franz-go trying the
+// seed brokers in turn on every try, is past what a restart looks like.
+const (
+	kafkaFirstEOFTries = 3
+	kafkaFirstEOFSpan  = 30 * time.Second
+)
+
+// eofStreak is how many start-up tries in a row ended in
+// kgo.ErrFirstReadEOF, and for how long (since the first of them).
+type eofStreak struct {
+	Tries int
+	For   time.Duration
+}
+
+// misconfigured reports whether the streak is long enough to call the
+// closes a TLS/SASL mismatch (see kafkaFirstEOFSpan).
+func (s eofStreak) misconfigured() bool {
+	return s.Tries >= kafkaFirstEOFTries && s.For >= kafkaFirstEOFSpan
+}
 
 // kafkaConfigError returns the error that explains err as a Kafka TLS or
 // SASL misconfiguration of c, naming the settings, or nil when err is not
-// one (a broker that is down, a timeout: retry). eofs is how many tries in
-// a row ended in kgo.ErrFirstReadEOF, this one included.
-func (c *config) kafkaConfigError(err error, eofs int) error {
+// one (a broker that is down, a timeout: retry). eofs is the streak of
+// tries that ended in kgo.ErrFirstReadEOF, this one included.
+func (c *config) kafkaConfigError(err error, eofs eofStreak) error {
 	if err == nil {
 		return nil
 	}
@@ -61,8 +81,8 @@ func (c *config) kafkaConfigError(err error, eofs int) error {
 		return fmt.Errorf("kafka: TLS: the broker's certificate is not accepted (%s): %w", ca, err)
 	case errors.As(err, &header):
 		return fmt.Errorf("kafka: TLS: the broker does not speak TLS on this port (--kafka-tls, HOOKRELAY_KAFKA_TLS; --brokers): %w", err)
-	case errors.As(err, &firstEOF) && eofs >= kafkaFirstEOFTries:
-		return fmt.Errorf("kafka: the broker closes every new connection at once (%d tries): TLS or SASL do not match its listener (HOOKRELAY_KAFKA_TLS=%t, HOOKRELAY_KAFKA_SASL_MECHANISM=%q; --brokers): %w", eofs, c.TLS, c.SASLMechanism, err)
+	case errors.As(err, &firstEOF) && eofs.misconfigured():
+		return fmt.Errorf("kafka: the broker closes every new connection at once (%d tries over %v): TLS or SASL do not match its listener (HOOKRELAY_KAFKA_TLS=%t, HOOKRELAY_KAFKA_SASL_MECHANISM=%q; --brokers): %w", eofs.Tries, eofs.For.Round(time.Second), c.TLS, c.SASLMechanism, err)
 	}
 	return nil
 }
@@ -70,7 +90,7 @@ func (c *config) kafkaConfigError(err error, eofs int) error {
 // explainKafka is err, or what kafkaConfigError makes of it, for a command
 // that tries once (the CLI): a single kgo.ErrFirstReadEOF counts.
 func (c *config) explainKafka(err error) error {
-	if ferr := c.kafkaConfigError(err, kafkaFirstEOFTries); ferr != nil {
+	if ferr := c.kafkaConfigError(err, eofStreak{Tries: kafkaFirstEOFTries, For: kafkaFirstEOFSpan}); ferr != nil {
 		return ferr
 	}
 	return err

@@ -22,6 +22,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestKafkaConfigError: each TLS or SASL misconfiguration is named with
@@ -30,22 +31,30 @@ import (
 func TestKafkaConfigError(t *testing.T) {
 	c := &config{TLS: true, TLSCAFile: "/etc/ca.pem", SASLMechanism: "SCRAM-SHA-512", SASLUser: "hookrelay"}
 	refused := fmt.Errorf("unable to dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	eof := fmt.Errorf("topics: %w", &kgo.ErrFirstReadEOF{})
 	for _, tc := range []struct {
 		name string
 		err  error
-		eofs int
+		eofs eofStreak
 		want string // "" for nil
 	}{
-		{"sasl", fmt.Errorf("x: %w", kerr.SaslAuthenticationFailed), 0, "kafka: SASL authentication failed (SCRAM-SHA-512, user hookrelay)"},
-		{"mechanism", kerr.UnsupportedSaslMechanism, 0, "does not offer SASL mechanism SCRAM-SHA-512"},
-		{"unknown CA", fmt.Errorf("unable to dial: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), 0,
+		{"sasl", fmt.Errorf("x: %w", kerr.SaslAuthenticationFailed), eofStreak{}, "kafka: SASL authentication failed (SCRAM-SHA-512, user hookrelay)"},
+		{"mechanism", kerr.UnsupportedSaslMechanism, eofStreak{}, "does not offer SASL mechanism SCRAM-SHA-512"},
+		{"unknown CA", fmt.Errorf("unable to dial: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), eofStreak{},
 			"kafka: TLS: certificate signed by unknown authority (HOOKRELAY_KAFKA_TLS_CA=/etc/ca.pem)"},
-		{"hostname", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "10.0.0.1"}, 0, "not valid for its address"},
-		{"not TLS", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, 0, "does not speak TLS on this port"},
-		{"refused", refused, 0, ""},
-		{"timeout", fmt.Errorf("topics: %w", errors.New("context deadline exceeded")), 0, ""},
-		{"retriable", kerr.NotController, 0, ""},
-		{"nil", nil, 0, ""},
+		{"hostname", x509.HostnameError{Certificate: &x509.Certificate{}, Host: "10.0.0.1"}, eofStreak{}, "not valid for its address"},
+		{"not TLS", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, eofStreak{}, "does not speak TLS on this port"},
+		{"refused", refused, eofStreak{}, ""},
+		{"timeout", fmt.Errorf("topics: %w", errors.New("context deadline exceeded")), eofStreak{}, ""},
+		{"retriable", kerr.NotController, eofStreak{}, ""},
+		{"nil", nil, eofStreak{}, ""},
+		{"one EOF", eof, eofStreak{Tries: 1}, ""},
+		// A load balancer in front of restarting brokers, or a connection
+		// quota: several closes in a few seconds are not a mismatch yet.
+		{"EOFs for seconds", eof, eofStreak{Tries: 3, For: 3 * time.Second}, ""},
+		{"EOFs for 29s", eof, eofStreak{Tries: 6, For: 29 * time.Second}, ""},
+		{"one long EOF try", eof, eofStreak{Tries: 1, For: time.Minute}, ""},
+		{"only EOFs for 30s", eof, eofStreak{Tries: 6, For: 31 * time.Second}, "kafka: the broker closes every new connection at once (6 tries over 31s)"},
 	} {
 		got := c.kafkaConfigError(tc.err, tc.eofs)
 		if tc.want == "" {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hookrelay/hookrelay/pipeline"
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
@@ -164,6 +166,8 @@ func TestLoadConfigRefusesUnusable(t *testing.T) {
 		{[]string{"--failing-notify-at", "0.5,0.4"}, "--failing-notify-at"},
 		{[]string{"--failing-notify-at", "1"}, "--failing-notify-at"},
 		{[]string{"--failing-notify-at", "half"}, "--failing-notify-at"},
+		{[]string{"--attempt-format", "protobuf"}, "HOOKRELAY_ATTEMPT_FORMAT"},
+		{[]string{"--attempt-format", "BINARY"}, "--attempt-format"},
 	} {
 		c := runCmd()
 		if err := c.ParseFlags(tt.args); err != nil {
@@ -171,6 +175,34 @@ func TestLoadConfigRefusesUnusable(t *testing.T) {
 		}
 		if _, err := loadConfig(c.Flags()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want an error naming %s", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestAttemptFormatDefaultsToJSON: this release writes the attempts topic's
+// JSON form unless told otherwise, so an audit sink of the release before
+// (which skips binary records) loses nothing during a rolling upgrade.
+func TestAttemptFormatDefaultsToJSON(t *testing.T) {
+	t.Setenv("HOOKRELAY_ATTEMPT_FORMAT", "")
+	os.Unsetenv("HOOKRELAY_ATTEMPT_FORMAT")
+	for _, tt := range []struct {
+		args []string
+		want pipeline.AttemptFormat
+	}{
+		{nil, pipeline.AttemptJSON},
+		{[]string{"--attempt-format", "binary"}, pipeline.AttemptBinary},
+		{[]string{"--attempt-format", "json"}, pipeline.AttemptJSON},
+	} {
+		c := runCmd()
+		if err := c.ParseFlags(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig(c.Flags())
+		if err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		if cfg.AttemptFormat != tt.want {
+			t.Errorf("%q: attempt format %q, want %q", tt.args, cfg.AttemptFormat, tt.want)
 		}
 	}
 }

@@ -195,7 +195,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// One dispatcher per deliveries generation: generation 1 keeps the
 		// names it always had; generation n > 1 appends ".g<n>" to the
 		// group, the transactional ID's stage and the static member ID's.
-		attemptLog := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts)
+		attemptLog := pipeline.NewKafkaAttemptLog(attemptsClient, topics.Attempts, cfg.AttemptFormat)
 		newDispatcher = func(gen pipeline.Generation, hold <-chan struct{}) (*pipeline.Dispatcher, error) {
 			stage := pipeline.GenerationGroup("dispatch", gen.N)
 			t := topics
@@ -210,6 +210,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 				Endpoints:       view,
 				Attempter:       &pipeline.HTTPAttempter{Sender: sender, Tracer: tracer},
 				Attempts:        attemptLog,
+				AttemptFormat:   cfg.AttemptFormat,
 				Policy:          policy,
 				Hold:            hold,
 				EndpointBacklog: cfg.EndpointBuffer,
@@ -235,6 +236,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			TransactionalID: topics.Prefix + "fanout-" + cfg.InstanceID,
 			Endpoints:       view,
 			MaxEventBytes:   cfg.MaxEventBytes,
+			AttemptFormat:   cfg.AttemptFormat,
 			Linger:          cmp.Or(cfg.FanoutLinger, -1), // 0 (none) is negative for the option
 			Meter:           meter,
 			Logger:          log,
@@ -422,20 +424,29 @@ const (
 // topics are there or ctx has ended, and an error naming the fault for one
 // that no retry cures: pipeline.IsFatal (e.g. a deliveries topic with
 // another partition count), or what misconfigured explains as a TLS or SASL
-// misconfiguration (given the try's error and how many tries in a row
-// ended in kgo.ErrFirstReadEOF; see config.kafkaConfigError).
+// misconfiguration (given the try's error and the streak of tries that
+// ended in kgo.ErrFirstReadEOF, how many and for how long; see
+// config.kafkaConfigError and kafkaFirstEOFSpan).
 func ensureTopics(ctx context.Context, adm *kadm.Client, topics pipeline.Topics, l pipeline.TopicLayout, ready *readiness,
-	misconfigured func(err error, eofs int) error, log *slog.Logger) error {
+	misconfigured func(err error, eofs eofStreak) error, log *slog.Logger) error {
 	wait := topicsBackoff
-	eofs := 0
+	var (
+		eofs     eofStreak
+		eofSince time.Time
+	)
 	for try := 1; ; try++ {
+		start := time.Now()
 		tctx, cancel := context.WithTimeout(ctx, topicsTryTimeout)
 		err := pipeline.EnsureTopics(tctx, adm, topics, l)
 		cancel()
 		if _, ok := errors.AsType[*kgo.ErrFirstReadEOF](err); ok {
-			eofs++
+			if eofs.Tries == 0 {
+				eofSince = start
+			}
+			eofs.Tries++
+			eofs.For = time.Since(eofSince)
 		} else {
-			eofs = 0
+			eofs = eofStreak{}
 		}
 		switch {
 		case err == nil:

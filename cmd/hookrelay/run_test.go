@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,44 @@ func TestEnsureTopicsWaitsOutAnUnreachableCluster(t *testing.T) {
 	ok, body := ready.check()
 	if ok || !strings.Contains(body, "kafka: not ready: topics not set up yet") {
 		t.Errorf("readiness while unreachable = %v %q; want not ready naming kafka", ok, body)
+	}
+}
+
+// TestEnsureTopicsWaitsOutBrokersClosingConnections: a listener that closes
+// every new connection at once (a load balancer in front of restarting
+// brokers, a connection quota) is retried for seconds, not taken for a
+// TLS/SASL mismatch after three tries (F12: that took about 3 s).
+func TestEnsureTopicsWaitsOutBrokersClosingConnections(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer func() { ln.Close(); <-done }()
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()), kgo.RetryTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ready := newReadiness()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := ensureTopics(ctx, kadm.NewClient(cl), pipeline.NewTopics("u."), pipeline.TopicLayout{Partitions: 2}, ready,
+		(&config{}).kafkaConfigError, quiet); err != nil {
+		t.Fatalf("ensureTopics against a listener closing connections for 8s = %v; want nil once ctx ended (retried, no exit)", err)
+	}
+	if ok, body := ready.check(); ok || !strings.Contains(body, "topics not set up yet") {
+		t.Errorf("readiness = %v %q; want not ready naming the retry", ok, body)
 	}
 }
 

@@ -658,6 +658,14 @@ func TestRecover(t *testing.T) {
 	if res.Found != 3 || res.Queued != 3 {
 		t.Fatalf("recover: %s, want msg_1, msg_2 and msg_5", r1.Body)
 	}
+	// F7: a since older than the events topic's retention is refused,
+	// naming since, before anything is read.
+	old := time.Now().Add(-api.MaxRecoverRange - time.Hour).UTC().Format(time.RFC3339)
+	tooOld := e.call(t, "POST", p, acme, `{"since":"`+old+`"}`)
+	want(t, tooOld, http.StatusBadRequest)
+	if pr := decodeBody[api.Problem](t, tooOld); len(pr.Errors) != 1 || pr.Errors[0].Field != "since" {
+		t.Fatalf("recover with since %s: %s, want a problem naming since", old, tooOld.Body)
+	}
 	withFailed := decodeBody[struct{ Found int }](t, e.call(t, "POST", p, acme, `{"since":"`+since+`","include_failed":true}`))
 	if withFailed.Found != 4 {
 		t.Fatalf("recover with include_failed found %d, want 4", withFailed.Found)

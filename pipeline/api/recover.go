@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -61,6 +63,78 @@ var recoverReasons = map[string]bool{
 	string(audit.Abandoned): true, string(audit.Skipped): true, string(audit.Exhausted): true, string(audit.Expired): true,
 }
 
+// MaxRecoverRange is how far back a recovery's since may reach: 7 days,
+// the events topic's retention (pipeline/topics.go). An older since is
+// refused (400 naming since): the events it names are gone, and reading
+// more would only cost the brokers and the delivery log.
+const MaxRecoverRange = 7 * 24 * time.Hour
+
+// deliveredGrace is how long after a recovery's until a delivered attempt
+// still marks a message of the range as delivered (a message retried just
+// past until).
+const deliveredGrace = time.Hour
+
+// MaxConcurrentRecoveries is how many recoveries one process runs at once
+// (each reads the DLQ, the events topic and the delivery log); at most one
+// per endpoint. More get 429 with Retry-After: recoverRetryAfter.
+const MaxConcurrentRecoveries = 2
+
+const recoverRetryAfter = 10 * time.Second
+
+var probTooManyRecoveries = Problem{Type: "/problems/too-many-recoveries", Status: http.StatusTooManyRequests, Title: "Too many recoveries are running"}
+
+// recoveryLimiter admits at most one running recovery per endpoint and
+// MaxConcurrentRecoveries in all. The zero value is ready; safe for
+// concurrent use.
+type recoveryLimiter struct {
+	mu      sync.Mutex
+	running map[string]bool // endpoint ID
+}
+
+// acquire admits a recovery of endpoint id and returns its release, or
+// why it is not admitted (non-empty busy).
+func (l *recoveryLimiter) acquire(id string) (release func(), busy string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.running[id]:
+		return nil, fmt.Sprintf("a recovery of endpoint %s is running: try again when it has finished", id)
+	case len(l.running) >= MaxConcurrentRecoveries:
+		return nil, fmt.Sprintf("%d recoveries are running (at most %d at once): try again later", len(l.running), MaxConcurrentRecoveries)
+	}
+	if l.running == nil {
+		l.running = map[string]bool{}
+	}
+	l.running[id] = true
+	return func() {
+		l.mu.Lock()
+		delete(l.running, id)
+		l.mu.Unlock()
+	}, ""
+}
+
+// admitRecovery checks a recovery's range (since within MaxRecoverRange,
+// until after since) and admits it past s.recov, or answers the request
+// (400 naming the field, 429 with Retry-After) and returns false.
+func (s *Server) admitRecovery(w http.ResponseWriter, r *http.Request, e *endpoints.Endpoint, since, until time.Time) (func(), bool) {
+	if oldest := s.o.Now().Add(-MaxRecoverRange); since.Before(oldest) {
+		writeProblem(w, r, probValidation, fmt.Sprintf("since is older than the events topic's retention (%v): nothing before %s can be recovered from it",
+			MaxRecoverRange, oldest.UTC().Format(time.RFC3339)), FieldDetail{"since", fmt.Sprintf("must be within the last %v", MaxRecoverRange)})
+		return nil, false
+	}
+	if !until.IsZero() && !until.After(since) {
+		writeProblem(w, r, probValidation, "until must be after since", FieldDetail{"until", "must be after since"})
+		return nil, false
+	}
+	release, busy := s.recov.acquire(e.ID)
+	if busy != "" {
+		w.Header().Set("Retry-After", strconv.Itoa(int(recoverRetryAfter/time.Second)))
+		writeProblem(w, r, probTooManyRecoveries, busy)
+		return nil, false
+	}
+	return release, true
+}
+
 // recoverEndpoint answers POST /v1/endpoints/{id}/recover: every message of
 // the endpoint in [since, until), from its newest DLQ record or, without
 // one, from its event in the events topic (Resender.candidates), that is
@@ -88,8 +162,13 @@ func (s *Server) recoverEndpoint(w http.ResponseWriter, r *http.Request, p Princ
 		writeProblem(w, r, probValidation, "invalid fields", bad...)
 		return
 	}
+	release, ok := s.admitRecovery(w, r, e, since, until)
+	if !ok {
+		return
+	}
+	defer release()
 	ctx := r.Context()
-	delivered, err := s.deliveredSince(ctx, e, since.Add(-time.Minute))
+	delivered, err := s.deliveredSince(ctx, e, since.Add(-time.Minute), until)
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
@@ -234,13 +313,18 @@ func (s *Server) getRecovery(w http.ResponseWriter, r *http.Request, p Principal
 }
 
 // deliveredSince returns the messages of endpoint e with a delivered
-// attempt at or after since, read from the delivery log a page (MaxLimit
-// rows) at a time, so that a recovery over a busy range neither counts them
-// against maxReplay nor asks the log about each.
-func (s *Server) deliveredSince(ctx context.Context, e *endpoints.Endpoint, since time.Time) (map[string]bool, error) {
+// attempt in [since, until+deliveredGrace) (until zero: up to now), read
+// from the delivery log a page (MaxLimit rows) at a time, so that a
+// recovery over a busy range neither counts them against maxReplay nor
+// asks the log about each. The grace covers a message of the range
+// delivered shortly after it; the range itself is at most MaxRecoverRange.
+func (s *Server) deliveredSince(ctx context.Context, e *endpoints.Endpoint, since, until time.Time) (map[string]bool, error) {
 	out := map[string]bool{}
 	q := logQuery(e)
 	q.Outcomes, q.Since, q.Limit = []audit.Outcome{audit.Delivered}, since, audit.MaxLimit
+	if !until.IsZero() {
+		q.Until = until.Add(deliveredGrace)
+	}
 	for {
 		page, err := s.o.Attempts.Log(ctx, q)
 		if err != nil {

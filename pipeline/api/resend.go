@@ -166,6 +166,25 @@ func (s *Resender) spans(ctx context.Context, topic, key string, since, until ti
 	return out, nil
 }
 
+// scanIdle is how long scan waits for a record before it gives up on a
+// read that has not reached its end offsets. A variable for tests.
+var scanIdle = 5 * time.Second
+
+// ReadIncompleteError is a scan that stopped before the end offsets it was
+// to read to: no record came for 5 s (a partition whose leader is away, a
+// stalled fetch). The answer built from it would be wrong, so the request
+// fails with 503 (try again) instead.
+type ReadIncompleteError struct {
+	Topic     string
+	Partition int32
+	Offset    int64 // the next offset to read
+	End       int64 // the end offset listed before the read
+}
+
+func (e *ReadIncompleteError) Error() string {
+	return fmt.Sprintf("api: read %s incomplete: partition %d at offset %d of end %d", e.Topic, e.Partition, e.Offset, e.End)
+}
+
 // scan calls fn with every data record of spans of topic, in offset order
 // per partition, until fn returns false. It is the one reader of every
 // scan the API makes (DLQ list, resend, replay, recover; the events and
@@ -195,16 +214,23 @@ func (s *Resender) scan(ctx context.Context, topic string, spans map[int32]span,
 		return true
 	}
 	// Read up to the end offsets listed before (control records are kept,
-	// so a partition ending in a transaction marker reaches its end); an
-	// idle poll of 5 s ends the read too, as a guard.
+	// so a partition ending in a transaction marker reaches its end). An
+	// idle poll of scanIdle ends the read as a guard, with a
+	// *ReadIncompleteError: a partial read would make callers resend too
+	// much (queued) or recover too little (candidates), silently.
 	for !done() {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, scanIdle)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if pctx.Err() != nil && fs.NumRecords() == 0 {
+			for p, sp := range spans {
+				if pos[p] < sp.end {
+					return &ReadIncompleteError{Topic: topic, Partition: p, Offset: pos[p], End: sp.end}
+				}
+			}
 			return nil
 		}
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {

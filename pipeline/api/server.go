@@ -78,8 +78,9 @@ type Options struct {
 
 // Server serves the API. Safe for concurrent use.
 type Server struct {
-	o   Options
-	mux *http.ServeMux
+	o     Options
+	mux   *http.ServeMux
+	recov recoveryLimiter // running recoveries (recover.go)
 }
 
 // New validates o and returns a Server.
