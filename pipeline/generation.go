@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -89,6 +90,10 @@ type Generations struct {
 	changed chan struct{} // closed and replaced on each change
 	ready   chan struct{}
 	once    sync.Once
+	// current is the newest generation's topic, set in apply: read per
+	// record by every producer of deliveries without the mutex.
+	current atomic.Pointer[string]
+	newest  int // the newest generation's N; under mu
 }
 
 // NewGenerations validates o; it does not connect.
@@ -102,8 +107,10 @@ func NewGenerations(o GenerationsOptions) (*Generations, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Generations{o: o, gens: map[int]Generation{1: {N: 1, Topic: o.Topics.Deliveries}},
-		changed: make(chan struct{}), ready: make(chan struct{})}, nil
+	g := &Generations{o: o, gens: map[int]Generation{1: {N: 1, Topic: o.Topics.Deliveries}},
+		changed: make(chan struct{}), ready: make(chan struct{}), newest: 1}
+	g.current.Store(&o.Topics.Deliveries)
+	return g, nil
 }
 
 // Ready is closed once Run has read the topic to its end the first time.
@@ -135,8 +142,9 @@ func (g *Generations) Current() Generation {
 }
 
 // DeliveriesTopic is the topic new deliveries go to: the newest
-// generation's. Called per record by every producer of deliveries.
-func (g *Generations) DeliveriesTopic() string { return g.Current().Topic }
+// generation's. Called per record by every producer of deliveries: one
+// atomic load, no lock, no allocation.
+func (g *Generations) DeliveriesTopic() string { return *g.current.Load() }
 
 // apply records one record of the generations topic.
 func (g *Generations) apply(r *kgo.Record) {
@@ -151,6 +159,10 @@ func (g *Generations) apply(r *kgo.Record) {
 	}
 	g.mu.Lock()
 	g.gens[n] = gen
+	if n >= g.newest {
+		g.newest = n
+		g.current.Store(&gen.Topic)
+	}
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.mu.Unlock()

@@ -321,3 +321,16 @@ func TestDispatcherHold(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling the fake
 	}
 }
+
+// TestDeliveriesTopicNoAlloc: the per-record call allocates nothing.
+func TestDeliveriesTopicNoAlloc(t *testing.T) {
+	g := newTestGenerations(t)
+	g.apply(genRecord(t, Generation{N: 3, Topic: "gt.deliveries.g3", Partitions: 8}))
+	g.apply(genRecord(t, Generation{N: 2, Topic: "gt.deliveries.g2", Partitions: 6})) // an older record read later
+	if got := g.DeliveriesTopic(); got != "gt.deliveries.g3" {
+		t.Fatalf("DeliveriesTopic %q, want the newest gt.deliveries.g3", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = g.DeliveriesTopic() }); n != 0 {
+		t.Fatalf("DeliveriesTopic allocates %v times per call, want 0", n)
+	}
+}
