@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -332,5 +333,58 @@ func TestDeliveriesTopicNoAlloc(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = g.DeliveriesTopic() }); n != 0 {
 		t.Fatalf("DeliveriesTopic allocates %v times per call, want 0", n)
+	}
+}
+
+// TestRunGenerationsFatal: a fatal error of a live generation's run
+// cancels every other run and is returned; a retired generation's run
+// ending with an error is not.
+func TestRunGenerationsFatal(t *testing.T) {
+	g := newTestGenerations(t)
+	g.apply(genRecord(t, Generation{N: 2, Topic: "gt.deliveries.g2", Partitions: 8}))
+	g.apply(genRecord(t, Generation{N: 3, Topic: "gt.deliveries.g3", Partitions: 16}))
+	boom := Fatal(errors.New("boom"))
+	fail := make(chan struct{})
+	var others atomic.Int32
+	run := func(ctx context.Context, gen Generation, _ <-chan struct{}) error {
+		switch gen.N {
+		case 1: // retired below: its error is its own
+			<-ctx.Done()
+			return errors.New("stopped")
+		case 2:
+			select {
+			case <-fail:
+				return boom
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		<-ctx.Done()
+		others.Add(1)
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- RunGenerations(context.Background(), g, GenerationGate{
+			Drained: func(context.Context, Generation) (bool, error) { return false, nil }, Interval: time.Millisecond,
+		}, run, nil)
+	}()
+	g.apply(genRecord(t, Generation{N: 1, Topic: "gt.deliveries", RetiredAt: time.Now()}))
+	select {
+	case err := <-done:
+		t.Fatalf("RunGenerations returned %v on a retirement", err)
+	case <-time.After(100 * time.Millisecond): // hang guard for the negative case
+	}
+	close(fail)
+	select {
+	case err := <-done:
+		if !errors.Is(err, boom) || !IsFatal(err) {
+			t.Fatalf("RunGenerations returned %v, want the fatal boom", err)
+		}
+		if others.Load() != 1 {
+			t.Fatalf("generation 3's run was not cancelled and waited for (%d)", others.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunGenerations did not return on a fatal error")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -283,7 +284,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			ready.stage(name)
 		}
 	}
-	slices.Sort(ready.names)
 
 	// The ops server first, so /healthz and /readyz answer while the
 	// cluster is waited for.
@@ -378,25 +378,24 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	return err
 }
 
-// runDispatcher runs d until it returns; the pipeline is ready from d's
-// first group join until then (onReady is called at the join).
-func runDispatcher(ctx context.Context, d *pipeline.Dispatcher, ready *readiness, onReady func()) error {
+// runDispatcher runs d until it returns; joined(true) is called at d's
+// first group join, joined(false) when d's Run returns.
+func runDispatcher(ctx context.Context, d *pipeline.Dispatcher, joined func(bool)) error {
 	stop, done := make(chan struct{}), make(chan struct{})
 	// This run's channel: the last run has returned (see Joined).
-	joined := d.Joined()
+	j := d.Joined()
 	go func() { // owner: runDispatcher, which waits on done
 		defer close(done)
 		select {
-		case <-joined:
-			ready.pipeline.Store(true)
-			onReady()
+		case <-j:
+			joined(true)
 		case <-stop:
 		}
 	}()
 	err := d.Run(ctx)
 	close(stop)
 	<-done
-	ready.pipeline.Store(false)
+	joined(false)
 	return err
 }
 
@@ -513,29 +512,72 @@ func newTracer(ctx context.Context) (trace.Tracer, func(), error) {
 // readiness is what /readyz reports: each part of the process's roles,
 // ready or not and why. Safe for concurrent use.
 type readiness struct {
-	kafka    atomic.Pointer[error]           // nil: topics set up and the cluster answers
-	pipeline atomic.Bool                     // the endpoints view caught up and the dispatcher (if any) joined its group
-	sink     *sink.Sink                      // the audit sink; nil without the audit role; set before the ops server starts
-	stages   map[string]*pipeline.StageState // by stage; filled before the ops server starts
-	names    []string                        // stages in report order
+	kafka    atomic.Pointer[error] // nil: topics set up and the cluster answers
+	pipeline atomic.Bool           // the endpoints view caught up and every live generation's dispatcher (if any) joined its group
+	sink     *sink.Sink            // the audit sink; nil without the audit role; set before the ops server starts
+	mu       sync.Mutex
+	stages   map[string]*pipeline.StageState // by stage; under mu
+	names    []string                        // stages in report order; under mu
+	// joined is, per live deliveries generation this process runs, whether
+	// its dispatcher has joined its group (setJoined); under mu.
+	joined map[int]bool
 }
 
 func newReadiness() *readiness {
-	r := &readiness{stages: map[string]*pipeline.StageState{}}
+	r := &readiness{stages: map[string]*pipeline.StageState{}, joined: map[int]bool{}}
 	r.setKafka(errors.New("connecting"))
 	return r
 }
 
-// stage returns the state of stage, added to the report. Call it before
-// the ops server starts.
+// stage returns the state of stage, added to the report (a deliveries
+// generation's dispatch.g<n> is added when it starts).
 func (r *readiness) stage(name string) *pipeline.StageState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if st, ok := r.stages[name]; ok {
 		return st
 	}
 	st := new(pipeline.StageState)
 	r.stages[name] = st
 	r.names = append(r.names, name)
+	slices.Sort(r.names)
 	return st
+}
+
+// dropStage removes stage from the report (a retired generation's).
+func (r *readiness) dropStage(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.stages, name)
+	r.names = slices.DeleteFunc(r.names, func(n string) bool { return n == name })
+}
+
+// setJoined records whether generation n's dispatcher is in its group;
+// the pipeline is ready while every live generation's is (and at least
+// one runs). It reports whether the pipeline became ready by this call.
+func (r *readiness) setJoined(n int, joined bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.joined[n] = joined
+	return r.updatePipeline()
+}
+
+// retired drops generation n from the pipeline's readiness (its
+// dispatchers stopped because it was retired, not because of a fault).
+func (r *readiness) retired(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.joined, n)
+	return r.updatePipeline()
+}
+
+// updatePipeline sets pipeline from joined; r.mu held.
+func (r *readiness) updatePipeline() bool {
+	all := len(r.joined) > 0
+	for _, j := range r.joined {
+		all = all && j
+	}
+	return !r.pipeline.Swap(all) && all
 }
 
 func (r *readiness) setKafka(err error) {
@@ -590,9 +632,11 @@ func (r *readiness) check() (bool, string) {
 	} else {
 		part("pipeline", errors.New("endpoints view catching up or consumer group not joined"))
 	}
+	r.mu.Lock()
 	for _, name := range r.names {
 		part(name+" stage", r.stages[name].Err())
 	}
+	r.mu.Unlock()
 	if r.sink != nil {
 		part("audit", r.sink.Ready())
 	}
