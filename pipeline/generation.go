@@ -93,7 +93,30 @@ type Generations struct {
 	// current is the newest generation's topic, set in apply: read per
 	// record by every producer of deliveries without the mutex.
 	current atomic.Pointer[string]
-	newest  int // the newest generation's N; under mu
+	newest  int                   // the newest generation's N; under mu
+	lastErr atomic.Pointer[error] // why the topic is not read yet (Err)
+}
+
+// Err is nil once the view is ready ([Generations.Ready]); before, why
+// not: the last error reading the topic, or that it is catching up.
+// For a readiness report.
+func (g *Generations) Err() error {
+	select {
+	case <-g.ready:
+		return nil
+	default:
+	}
+	if p := g.lastErr.Load(); p != nil {
+		return *p
+	}
+	return fmt.Errorf("reading %s", g.o.Topics.Generations)
+}
+
+// unreadable reports whether err is one no retry cures: the topic is
+// unknown or the principal may not read it (ACLs).
+func unreadable(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.ClusterAuthorizationFailed)
 }
 
 // NewGenerations validates o; it does not connect.
@@ -169,7 +192,9 @@ func (g *Generations) apply(r *kgo.Record) {
 }
 
 // Run reads the generations topic until ctx ends; it retries Kafka errors
-// itself (franz-go) and returns nil when ctx ends.
+// itself (franz-go) and returns nil when ctx ends, except for an unknown
+// topic or an authorization failure, which no retry cures: then a
+// [Fatal] error naming the topic.
 func (g *Generations) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(g.o.Brokers...),
@@ -181,7 +206,10 @@ func (g *Generations) Run(ctx context.Context) error {
 		return Fatal(fmt.Errorf("pipeline: generations client: %w", err))
 	}
 	defer cl.Close()
-	end := g.endOffset(ctx, cl)
+	end, err := g.endOffset(ctx, cl)
+	if err != nil {
+		return err
+	}
 	if end == 0 {
 		g.once.Do(func() { close(g.ready) })
 	}
@@ -192,6 +220,11 @@ func (g *Generations) Run(ctx context.Context) error {
 		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
+		}
+		for _, fe := range fs.Errors() {
+			if unreadable(fe.Err) {
+				return Fatal(fmt.Errorf("pipeline: read the generations topic %s: %w (is it created, and may this principal read it?)", g.o.Topics.Generations, fe.Err))
+			}
 		}
 		next := int64(-1)
 		fs.EachRecord(func(r *kgo.Record) {
@@ -207,8 +240,9 @@ func (g *Generations) Run(ctx context.Context) error {
 }
 
 // endOffset is the generations topic's end offset at start, retried until
-// known or ctx ends (then 0).
-func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) int64 {
+// known or ctx ends (then 0); an unknown topic or an authorization failure
+// is a Fatal error.
+func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) (int64, error) {
 	adm := kadm.NewClient(cl)
 	for try := 0; ; try++ {
 		ends, err := adm.ListEndOffsets(ctx, g.o.Topics.Generations)
@@ -217,16 +251,21 @@ func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) int64 {
 		}
 		if err == nil {
 			if o, ok := ends.Lookup(g.o.Topics.Generations, 0); ok {
-				return o.Offset
+				return o.Offset, nil
 			}
 			err = errors.New("no partition 0")
 		}
 		if ctx.Err() != nil {
-			return 0
+			return 0, nil
 		}
+		if unreadable(err) {
+			return 0, Fatal(fmt.Errorf("pipeline: read the generations topic %s: %w (is it created, and may this principal read it?)", g.o.Topics.Generations, err))
+		}
+		err = fmt.Errorf("end offset of %s unknown (try %d): %w", g.o.Topics.Generations, try, err)
+		g.lastErr.Store(&err)
 		g.o.Logger.Warn("generations: end offset unknown; retrying", "err", err, "try", try)
 		if !sleepCtx(ctx, min(100*time.Millisecond<<min(try, 6), 5*time.Second)) {
-			return 0
+			return 0, nil
 		}
 	}
 }

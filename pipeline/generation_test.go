@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -386,5 +387,29 @@ func TestRunGenerationsFatal(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("RunGenerations did not return on a fatal error")
+	}
+}
+
+// TestGenerationsUnknownTopicFatal: a generations topic that does not
+// exist is a fatal error naming it, not an endless retry.
+func TestGenerationsUnknownTopicFatal(t *testing.T) {
+	topics := NewTopics("gu.")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics.Deliveries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := NewGenerations(GenerationsOptions{Brokers: c.ListenAddrs(), Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // hang guard
+	defer cancel()
+	err = g.Run(ctx)
+	if !IsFatal(err) || !strings.Contains(err.Error(), topics.Generations) {
+		t.Fatalf("Run = %v, want a fatal error naming %s", err, topics.Generations)
+	}
+	if g.Err() == nil {
+		t.Fatal("Err is nil though the view never read its topic")
 	}
 }

@@ -276,6 +276,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		ready.sink = auditSink
 	}
 
+	if cfg.Roles["fanout"] || cfg.Roles["dispatch"] || cfg.Roles["retry"] || cfg.Roles["api"] {
+		ready.gens = gens
+	}
 	// Every supervised stage has its readiness part before the ops server
 	// reads them.
 	for name, on := range map[string]bool{"fanout": fanout != nil, "dispatch": dispatcher != nil,
@@ -333,6 +336,14 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		g.Go(func() error { return view.Run(gctx) })
 		g.Go(func() error { return lag.Run(gctx) })
 		g.Go(func() error { return gens.Run(gctx) })
+		// The audit sink produces no deliveries: it does not wait for the
+		// generations.
+		if auditSink != nil {
+			g.Go(func() error { return pipeline.Supervise(gctx, "audit", auditSink.Run, supervise("audit")) })
+			// Retention of the delivery log (HOOKRELAY_LOG_RETENTION).
+			retainer := &chstore.Retainer{Store: store, Retention: cfg.LogRetention, Logger: log}
+			g.Go(func() error { return retainer.Run(gctx) })
+		}
 		// No stage produces deliveries before the generations are known.
 		select {
 		case <-gens.Ready():
@@ -341,12 +352,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 		if relay != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "retry-relay", relay.Run, supervise("retry-relay")) })
-		}
-		if auditSink != nil {
-			g.Go(func() error { return pipeline.Supervise(gctx, "audit", auditSink.Run, supervise("audit")) })
-			// Retention of the delivery log (HOOKRELAY_LOG_RETENTION).
-			retainer := &chstore.Retainer{Store: store, Retention: cfg.LogRetention, Logger: log}
-			g.Go(func() error { return retainer.Run(gctx) })
 		}
 		// Stages that act on endpoints start once the view has caught up, so
 		// an endpoint acknowledged before an event was produced gets that
@@ -515,6 +520,7 @@ type readiness struct {
 	kafka    atomic.Pointer[error] // nil: topics set up and the cluster answers
 	pipeline atomic.Bool           // the endpoints view caught up and every live generation's dispatcher (if any) joined its group
 	sink     *sink.Sink            // the audit sink; nil without the audit role; set before the ops server starts
+	gens     *pipeline.Generations // the deliveries generations view; nil without a role that produces or reads deliveries; set before the ops server starts
 	mu       sync.Mutex
 	stages   map[string]*pipeline.StageState // by stage; under mu
 	names    []string                        // stages in report order; under mu
@@ -627,6 +633,9 @@ func (r *readiness) check() (bool, string) {
 		fmt.Fprintf(&b, "%s: ready\n", name)
 	}
 	part("kafka", r.kafkaErr())
+	if r.gens != nil {
+		part("generations", r.gens.Err())
+	}
 	if r.pipeline.Load() {
 		part("pipeline", nil)
 	} else {
