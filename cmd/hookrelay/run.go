@@ -129,13 +129,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
-	// hookrelay_consumer_lag{group,topic}, read by every process (the alerts take the max).
-	lag, err := pipeline.NewLagCollector(pipeline.LagOptions{Admin: kadm.NewClient(admin), Meter: meter, Logger: log,
-		Groups: []string{topics.Prefix + "fanout", topics.Prefix + "dispatch", topics.Prefix + "retry-relay", topics.Prefix + "audit"}})
-	if err != nil {
-		return err
-	}
-
 	// The deliveries generations (pipeline/generation.go): every producer
 	// of deliveries sends to the newest; the dispatchers run one group per
 	// live generation.
@@ -144,6 +137,24 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	policy.SetDeliveriesTopic(gens.DeliveriesTopic)
+
+	// hookrelay_consumer_lag{group,topic}, read by every process (the alerts
+	// take the max): the dispatcher group of every live generation
+	// (dispatch, dispatch.g2, …), read again at each collection.
+	lag, err := pipeline.NewLagCollector(pipeline.LagOptions{Admin: kadm.NewClient(admin), Meter: meter, Logger: log,
+		Groups: []string{topics.Prefix + "fanout", topics.Prefix + "retry-relay", topics.Prefix + "audit"},
+		MoreGroups: func() []string {
+			var gs []string
+			for _, gen := range gens.All() {
+				if gen.RetiredAt.IsZero() {
+					gs = append(gs, pipeline.GenerationGroup(topics.Prefix+"dispatch", gen.N))
+				}
+			}
+			return gs
+		}})
+	if err != nil {
+		return err
+	}
 
 	ready := newReadiness()
 	supervise := func(stage string) pipeline.SuperviseOptions {
