@@ -375,11 +375,12 @@ func GrowDeliveries(ctx context.Context, cl *kgo.Client, t Topics, gens []Genera
 // Drain is the state of one generation's topic for its dispatcher group.
 type Drain struct {
 	Drained bool
-	// Pending is the data records (not transaction markers) between the
-	// group's committed offsets and the end, over all partitions, as far
-	// as they were read; Open is partitions whose end is past the last
-	// stable offset (a transaction still open).
-	Pending, Open int
+	// PendingPartitions is the partitions with at least one data record
+	// (not a transaction marker) between the group's committed offset and
+	// the end: a partition is read only up to its first such record, so
+	// this counts partitions, not records. Open is partitions whose end is
+	// past the last stable offset (a transaction still open).
+	PendingPartitions, Open int
 }
 
 // Drained reports whether group has consumed topic to its end: every
@@ -448,15 +449,15 @@ func Drained(ctx context.Context, cl *kgo.Client, group, topic string) (Drain, e
 		if err != nil {
 			return d, err
 		}
-		d.Pending = n
+		d.PendingPartitions = n
 	}
-	d.Drained = d.Pending == 0
+	d.Drained = d.PendingPartitions == 0
 	return d, nil
 }
 
 // dataRecords reads topic's partitions from gaps to until (exclusive) with
-// read_committed, control records kept, and counts the data records among
-// them; it stops at the first data record of a partition.
+// read_committed, control records kept, and counts the partitions with a
+// data record among them; it stops at the first data record of a partition.
 func dataRecords(ctx context.Context, base *kgo.Client, topic string, gaps map[int32]kgo.Offset, until map[int32]int64) (int, error) {
 	opts := []kgo.Opt{
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: gaps}),
@@ -518,7 +519,7 @@ func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Gene
 			return Generation{}, err
 		}
 		if !d.Drained {
-			return Generation{}, fmt.Errorf("generation %d (%s) is not drained: %d records pending, %d partitions with an open transaction", n, gen.Topic, d.Pending, d.Open)
+			return Generation{}, fmt.Errorf("generation %d (%s) is not drained: %d partitions with undelivered records, %d partitions with an open transaction", n, gen.Topic, d.PendingPartitions, d.Open)
 		}
 	}
 	gen.RetiredAt = time.Now().UTC()

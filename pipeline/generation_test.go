@@ -129,7 +129,7 @@ func TestGrowAndDrainedKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := Drained(ctx, cl, group, topics.Deliveries)
-	if err != nil || d.Drained || d.Pending == 0 {
+	if err != nil || d.Drained || d.PendingPartitions == 0 {
 		t.Fatalf("two records not consumed: %+v, %v; want pending", d, err)
 	}
 	adm := kadm.NewClient(cl)

@@ -60,7 +60,7 @@ keep --partitions as it was (it describes generation 1).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withGenerations(cmd, func(ctx context.Context, _ *config, cl *kgo.Client, topics pipeline.Topics, gens []pipeline.Generation) error {
 				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "GENERATION\tTOPIC\tPARTITIONS\tSTATE\tPENDING")
+				fmt.Fprintln(w, "GENERATION\tTOPIC\tPARTITIONS\tSTATE\tUNDRAINED")
 				for i, g := range gens {
 					state := "live"
 					switch {
@@ -78,7 +78,7 @@ keep --partitions as it was (it describes generation 1).`,
 						case d.Drained:
 							pending = "0 (drained)"
 						default:
-							pending = fmt.Sprintf("%d records, %d open transactions", d.Pending, d.Open)
+							pending = fmt.Sprintf("%d partitions with undelivered records, %d with an open transaction", d.PendingPartitions, d.Open)
 						}
 					}
 					parts := fmt.Sprint(g.Partitions)
