@@ -497,10 +497,13 @@ func dataRecords(ctx context.Context, base *kgo.Client, topic string, gaps map[i
 }
 
 // RetireGeneration marks generation gen as retired (its dispatchers stop)
-// once its dispatcher group has drained it; force skips the check. The
+// once its dispatcher group has drained it and no record was written to
+// its topic within quiet ([Quiet]; [DefaultRetireQuiet] in the CLI), so
+// no late writer (a process that has not read the switch, or an older
+// build) still produces to it; force skips both checks. The
 // topic is left for the operator to delete (its records are all
 // consumed). It refuses the newest generation.
-func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Generation, n int, group string, force bool) (Generation, error) {
+func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Generation, n int, group string, quiet time.Duration, force bool) (Generation, error) {
 	if n >= gens[len(gens)-1].N {
 		return Generation{}, fmt.Errorf("generation %d is the newest: only an older one can be retired", n)
 	}
@@ -520,6 +523,13 @@ func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Gene
 		}
 		if !d.Drained {
 			return Generation{}, fmt.Errorf("generation %d (%s) is not drained: %d partitions with undelivered records, %d partitions with an open transaction", n, gen.Topic, d.PendingPartitions, d.Open)
+		}
+		busy, err := Quiet(ctx, kadm.NewClient(cl), gen.Topic, quiet, time.Now())
+		if err != nil {
+			return Generation{}, err
+		}
+		if len(busy) > 0 {
+			return Generation{}, fmt.Errorf("generation %d (%s) is drained but was written to within the last %v (partitions %v): a process may still produce to it; retry later (--quiet), or --force", n, gen.Topic, quiet, busy)
 		}
 	}
 	gen.RetiredAt = time.Now().UTC()

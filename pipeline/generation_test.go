@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
 )
@@ -151,16 +153,83 @@ func TestGrowAndDrainedKfake(t *testing.T) {
 	}
 
 	// Retire: refused for the newest, done for a drained older one.
-	if _, err := RetireGeneration(ctx, cl, topics, gens, 2, group, false); err == nil {
+	if _, err := RetireGeneration(ctx, cl, topics, gens, 2, group, time.Millisecond, false); err == nil {
 		t.Fatal("retiring the newest generation: no error")
 	}
-	if _, err := RetireGeneration(ctx, cl, topics, gens, 1, group, false); err != nil {
-		t.Fatal(err)
+	// Drained but written to within the quiet period: refused (a late
+	// writer's records would go unconsumed).
+	if _, err := RetireGeneration(ctx, cl, topics, gens, 1, group, time.Hour, false); err == nil || !strings.Contains(err.Error(), "written to") {
+		t.Fatalf("retiring a generation written to within the quiet period: %v, want refused", err)
+	}
+	for { // quiet for 1 ms after the last record: poll past it
+		_, err := RetireGeneration(ctx, cl, topics, gens, 1, group, time.Millisecond, false)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "written to") || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	gens, err = ReadGenerations(ctx, o)
 	if err != nil || gens[0].RetiredAt.IsZero() {
 		t.Fatalf("generation 1 after retire: %+v, %v", gens, err)
 	}
+
+	// A record written to the retired generation after that is reported.
+	view, err := NewGenerations(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(gens[0])
+	view.apply(&kgo.Record{Key: []byte("deliveries/1"), Value: b})
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	w, err := NewStrayWatcher(&StrayWatcher{Admin: adm, Gens: view}, mp.Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Poll(ctx); err != nil { // the baseline
+		t.Fatal(err)
+	}
+	if n := strayCount(t, reader); n != 0 {
+		t.Fatalf("stray records before any late write: %d", n)
+	}
+	late, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topics.Deliveries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	if err := late.ProduceSync(ctx, &kgo.Record{Key: []byte("ep_1"), Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := strayCount(t, reader); n != 1 {
+		t.Fatalf("stray records after one late write: %d, want 1", n)
+	}
+}
+
+// strayCount is hookrelay.generation.stray_records summed.
+func strayCount(t *testing.T, r *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "hookrelay.generation.stray_records" {
+				for _, dp := range s.DataPoints {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }
 
 // TestRunGenerationsGate: generation 1 takes deliveries at once;

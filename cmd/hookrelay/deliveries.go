@@ -102,8 +102,12 @@ keep --partitions as it was (it describes generation 1).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, _ := cmd.Flags().GetInt("generation")
 			force, _ := cmd.Flags().GetBool("force")
+			quiet, _ := cmd.Flags().GetDuration("quiet")
+			if quiet < 0 {
+				return fmt.Errorf("--quiet %v: must not be negative", quiet)
+			}
 			return withGenerations(cmd, func(ctx context.Context, _ *config, cl *kgo.Client, topics pipeline.Topics, gens []pipeline.Generation) error {
-				gen, err := pipeline.RetireGeneration(ctx, cl, topics, gens, n, topics.Prefix+"dispatch", force)
+				gen, err := pipeline.RetireGeneration(ctx, cl, topics, gens, n, topics.Prefix+"dispatch", quiet, force)
 				if err != nil {
 					return err
 				}
@@ -113,7 +117,8 @@ keep --partitions as it was (it describes generation 1).`,
 		},
 	}
 	retire.Flags().Int("generation", 0, "the generation to retire (older than the current one)")
-	retire.Flags().Bool("force", false, "retire even if not drained (its pending deliveries are then never sent)")
+	retire.Flags().Bool("force", false, "retire even if not drained or not quiet (its pending deliveries are then never sent)")
+	retire.Flags().Duration("quiet", pipeline.DefaultRetireQuiet, "retire only if no record was written to the generation's topic within this time (a late writer's records would go unconsumed)")
 
 	cmd.AddCommand(grow, status, retire)
 	return cmd

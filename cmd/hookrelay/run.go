@@ -137,6 +137,10 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	policy.SetDeliveriesTopic(gens.DeliveriesTopic)
+	stray, err := pipeline.NewStrayWatcher(&pipeline.StrayWatcher{Admin: kadm.NewClient(admin), Gens: gens, Logger: log}, meter)
+	if err != nil {
+		return err
+	}
 
 	// hookrelay_consumer_lag{group,topic}, read by every process (the alerts
 	// take the max): the dispatcher group of every live generation
@@ -361,6 +365,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		case <-gctx.Done():
 			return nil
 		}
+		// Every process warns of a record written to a retired generation
+		// (hookrelay_generation_stray_records_total).
+		g.Go(func() error { return stray.Run(gctx) })
 		if relay != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "retry-relay", relay.Run, supervise("retry-relay")) })
 		}
