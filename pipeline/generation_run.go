@@ -123,19 +123,7 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 				go func(gen Generation, r *running) { // owner: RunGenerations, which waits on wg
 					defer wg.Done()
 					defer close(r.done)
-					err := run(rctx, gen, r.hold)
-					switch {
-					case err == nil:
-					case rctx.Err() != nil: // retired, or ctx ended
-						if ctx.Err() == nil {
-							gate.Logger.Warn("deliveries generation: a retired generation's dispatchers ended with an error", "generation", gen.N, "err", err)
-						}
-					default:
-						select {
-						case failed <- fmt.Errorf("deliveries generation %d (%s): %w", gen.N, gen.Topic, err):
-						default:
-						}
-					}
+					runGeneration(ctx, rctx, gen, r.hold, run, failed, gate.Logger)
 				}(gen, r)
 			}
 			if !r.open {
@@ -163,31 +151,57 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 			}
 			prev, prevGen = r, gen
 		}
-		var tick <-chan time.Time
-		var t *time.Timer
-		if pending {
-			t = time.NewTimer(gate.Interval)
-			tick = t.C
-		}
+		t, tick := pendingTimer(pending, gate.Interval)
 		select {
 		case <-ctx.Done():
 		case <-changed:
 		case <-tick:
-		case err := <-failed:
-			if t != nil {
-				t.Stop()
-			}
+		case err := <-failed: // the deferred func cancels and waits for the others
+			stopTimer(t)
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err // the deferred func cancels and waits for the others
+			return err
 		}
-		if t != nil {
-			t.Stop()
-		}
+		stopTimer(t)
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+}
+
+// runGeneration calls run for gen and sends its error to failed (the
+// first only) unless rctx ended first (gen retired, or ctx ended).
+func runGeneration(ctx, rctx context.Context, gen Generation, hold <-chan struct{}, run func(context.Context, Generation, <-chan struct{}) error,
+	failed chan<- error, log *slog.Logger) {
+	err := run(rctx, gen, hold)
+	switch {
+	case err == nil:
+	case rctx.Err() != nil: // retired, or ctx ended
+		if ctx.Err() == nil {
+			log.Warn("deliveries generation: a retired generation's dispatchers ended with an error", "generation", gen.N, "err", err)
+		}
+	default:
+		select {
+		case failed <- fmt.Errorf("deliveries generation %d (%s): %w", gen.N, gen.Topic, err):
+		default:
+		}
+	}
+}
+
+// pendingTimer is a timer of d and its channel when pending, else nils
+// (a nil channel never fires).
+func pendingTimer(pending bool, d time.Duration) (*time.Timer, <-chan time.Time) {
+	if !pending {
+		return nil, nil
+	}
+	t := time.NewTimer(d)
+	return t, t.C
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
 	}
 }
 
