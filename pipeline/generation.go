@@ -112,12 +112,22 @@ func (g *Generations) Err() error {
 	return fmt.Errorf("reading %s", g.o.Topics.Generations)
 }
 
-// unreadable reports whether err is one no retry cures: the topic is
-// unknown or the principal may not read it (ACLs).
-func unreadable(err error) bool {
-	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
-		errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+// unauthorized reports whether err is an authorization failure (ACLs),
+// which no retry cures.
+func unauthorized(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
 }
+
+// unknownTopic reports whether err says the topic does not exist: fatal
+// once it lasts unknownTopicFatal (a topic just created is unknown to a
+// broker for a moment).
+func unknownTopic(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+}
+
+// unknownTopicFatal is how long the generations topic may be unknown
+// before Run gives up.
+var unknownTopicFatal = 30 * time.Second
 
 // NewGenerations validates o; it does not connect.
 func NewGenerations(o GenerationsOptions) (*Generations, error) {
@@ -192,9 +202,9 @@ func (g *Generations) apply(r *kgo.Record) {
 }
 
 // Run reads the generations topic until ctx ends; it retries Kafka errors
-// itself (franz-go) and returns nil when ctx ends, except for an unknown
-// topic or an authorization failure, which no retry cures: then a
-// [Fatal] error naming the topic.
+// itself (franz-go) and returns nil when ctx ends, except for an
+// authorization failure, or a topic still unknown after 30 s, which no
+// retry cures: then a [Fatal] error naming the topic.
 func (g *Generations) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(g.o.Brokers...),
@@ -222,7 +232,7 @@ func (g *Generations) Run(ctx context.Context) error {
 			return nil
 		}
 		for _, fe := range fs.Errors() {
-			if unreadable(fe.Err) {
+			if unauthorized(fe.Err) {
 				return Fatal(fmt.Errorf("pipeline: read the generations topic %s: %w (is it created, and may this principal read it?)", g.o.Topics.Generations, fe.Err))
 			}
 		}
@@ -240,10 +250,11 @@ func (g *Generations) Run(ctx context.Context) error {
 }
 
 // endOffset is the generations topic's end offset at start, retried until
-// known or ctx ends (then 0); an unknown topic or an authorization failure
-// is a Fatal error.
+// known or ctx ends (then 0); an authorization failure, or a topic unknown
+// for unknownTopicFatal, is a Fatal error.
 func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) (int64, error) {
 	adm := kadm.NewClient(cl)
+	var unknownSince time.Time
 	for try := 0; ; try++ {
 		ends, err := adm.ListEndOffsets(ctx, g.o.Topics.Generations)
 		if err == nil {
@@ -258,7 +269,12 @@ func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) (int64, err
 		if ctx.Err() != nil {
 			return 0, nil
 		}
-		if unreadable(err) {
+		if !unknownTopic(err) {
+			unknownSince = time.Time{}
+		} else if unknownSince.IsZero() {
+			unknownSince = time.Now()
+		}
+		if unauthorized(err) || !unknownSince.IsZero() && time.Since(unknownSince) >= unknownTopicFatal {
 			return 0, Fatal(fmt.Errorf("pipeline: read the generations topic %s: %w (is it created, and may this principal read it?)", g.o.Topics.Generations, err))
 		}
 		err = fmt.Errorf("end offset of %s unknown (try %d): %w", g.o.Topics.Generations, try, err)

@@ -462,6 +462,8 @@ func TestRunGenerationsFatal(t *testing.T) {
 // TestGenerationsUnknownTopicFatal: a generations topic that does not
 // exist is a fatal error naming it, not an endless retry.
 func TestGenerationsUnknownTopicFatal(t *testing.T) {
+	defer func(d time.Duration) { unknownTopicFatal = d }(unknownTopicFatal)
+	unknownTopicFatal = 500 * time.Millisecond
 	topics := NewTopics("gu.")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics.Deliveries))
 	if err != nil {
