@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -89,7 +90,44 @@ type Generations struct {
 	changed chan struct{} // closed and replaced on each change
 	ready   chan struct{}
 	once    sync.Once
+	// current is the newest generation's topic, set in apply: read per
+	// record by every producer of deliveries without the mutex.
+	current atomic.Pointer[string]
+	newest  int                   // the newest generation's N; under mu
+	lastErr atomic.Pointer[error] // why the topic is not read yet (Err)
 }
+
+// Err is nil once the view is ready ([Generations.Ready]); before, why
+// not: the last error reading the topic, or that it is catching up.
+// For a readiness report.
+func (g *Generations) Err() error {
+	select {
+	case <-g.ready:
+		return nil
+	default:
+	}
+	if p := g.lastErr.Load(); p != nil {
+		return *p
+	}
+	return fmt.Errorf("reading %s", g.o.Topics.Generations)
+}
+
+// unauthorized reports whether err is an authorization failure (ACLs),
+// which no retry cures.
+func unauthorized(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// unknownTopic reports whether err says the topic does not exist: fatal
+// once it lasts unknownTopicFatal (a topic just created is unknown to a
+// broker for a moment).
+func unknownTopic(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+}
+
+// unknownTopicFatal is how long the generations topic may be unknown
+// before Run gives up.
+var unknownTopicFatal = 30 * time.Second
 
 // NewGenerations validates o; it does not connect.
 func NewGenerations(o GenerationsOptions) (*Generations, error) {
@@ -102,8 +140,10 @@ func NewGenerations(o GenerationsOptions) (*Generations, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Generations{o: o, gens: map[int]Generation{1: {N: 1, Topic: o.Topics.Deliveries}},
-		changed: make(chan struct{}), ready: make(chan struct{})}, nil
+	g := &Generations{o: o, gens: map[int]Generation{1: {N: 1, Topic: o.Topics.Deliveries}},
+		changed: make(chan struct{}), ready: make(chan struct{}), newest: 1}
+	g.current.Store(&o.Topics.Deliveries)
+	return g, nil
 }
 
 // Ready is closed once Run has read the topic to its end the first time.
@@ -135,8 +175,9 @@ func (g *Generations) Current() Generation {
 }
 
 // DeliveriesTopic is the topic new deliveries go to: the newest
-// generation's. Called per record by every producer of deliveries.
-func (g *Generations) DeliveriesTopic() string { return g.Current().Topic }
+// generation's. Called per record by every producer of deliveries: one
+// atomic load, no lock, no allocation.
+func (g *Generations) DeliveriesTopic() string { return *g.current.Load() }
 
 // apply records one record of the generations topic.
 func (g *Generations) apply(r *kgo.Record) {
@@ -151,13 +192,19 @@ func (g *Generations) apply(r *kgo.Record) {
 	}
 	g.mu.Lock()
 	g.gens[n] = gen
+	if n >= g.newest {
+		g.newest = n
+		g.current.Store(&gen.Topic)
+	}
 	close(g.changed)
 	g.changed = make(chan struct{})
 	g.mu.Unlock()
 }
 
 // Run reads the generations topic until ctx ends; it retries Kafka errors
-// itself (franz-go) and returns nil when ctx ends.
+// itself (franz-go) and returns nil when ctx ends, except for an
+// authorization failure, or a topic still unknown after 30 s, which no
+// retry cures: then a [Fatal] error naming the topic.
 func (g *Generations) Run(ctx context.Context) error {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(g.o.Brokers...),
@@ -169,7 +216,10 @@ func (g *Generations) Run(ctx context.Context) error {
 		return Fatal(fmt.Errorf("pipeline: generations client: %w", err))
 	}
 	defer cl.Close()
-	end := g.endOffset(ctx, cl)
+	end, err := g.endOffset(ctx, cl)
+	if err != nil {
+		return err
+	}
 	if end == 0 {
 		g.once.Do(func() { close(g.ready) })
 	}
@@ -180,6 +230,11 @@ func (g *Generations) Run(ctx context.Context) error {
 		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return nil
+		}
+		for _, fe := range fs.Errors() {
+			if unauthorized(fe.Err) {
+				return Fatal(fmt.Errorf("pipeline: read the generations topic %s: %w (is it created, and may this principal read it?)", g.o.Topics.Generations, fe.Err))
+			}
 		}
 		next := int64(-1)
 		fs.EachRecord(func(r *kgo.Record) {
@@ -195,9 +250,11 @@ func (g *Generations) Run(ctx context.Context) error {
 }
 
 // endOffset is the generations topic's end offset at start, retried until
-// known or ctx ends (then 0).
-func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) int64 {
+// known or ctx ends (then 0); an authorization failure, or a topic unknown
+// for unknownTopicFatal, is a Fatal error.
+func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) (int64, error) {
 	adm := kadm.NewClient(cl)
+	var unknownSince time.Time
 	for try := 0; ; try++ {
 		ends, err := adm.ListEndOffsets(ctx, g.o.Topics.Generations)
 		if err == nil {
@@ -205,16 +262,26 @@ func (g *Generations) endOffset(ctx context.Context, cl *kgo.Client) int64 {
 		}
 		if err == nil {
 			if o, ok := ends.Lookup(g.o.Topics.Generations, 0); ok {
-				return o.Offset
+				return o.Offset, nil
 			}
 			err = errors.New("no partition 0")
 		}
 		if ctx.Err() != nil {
-			return 0
+			return 0, nil
 		}
+		if !unknownTopic(err) {
+			unknownSince = time.Time{}
+		} else if unknownSince.IsZero() {
+			unknownSince = time.Now()
+		}
+		if unauthorized(err) || !unknownSince.IsZero() && time.Since(unknownSince) >= unknownTopicFatal {
+			return 0, Fatal(fmt.Errorf("pipeline: read the generations topic %s: %w (is it created, and may this principal read it?)", g.o.Topics.Generations, err))
+		}
+		err = fmt.Errorf("end offset of %s unknown (try %d): %w", g.o.Topics.Generations, try, err)
+		g.lastErr.Store(&err)
 		g.o.Logger.Warn("generations: end offset unknown; retrying", "err", err, "try", try)
 		if !sleepCtx(ctx, min(100*time.Millisecond<<min(try, 6), 5*time.Second)) {
-			return 0
+			return 0, nil
 		}
 	}
 }
@@ -324,11 +391,12 @@ func GrowDeliveries(ctx context.Context, cl *kgo.Client, t Topics, gens []Genera
 // Drain is the state of one generation's topic for its dispatcher group.
 type Drain struct {
 	Drained bool
-	// Pending is the data records (not transaction markers) between the
-	// group's committed offsets and the end, over all partitions, as far
-	// as they were read; Open is partitions whose end is past the last
-	// stable offset (a transaction still open).
-	Pending, Open int
+	// PendingPartitions is the partitions with at least one data record
+	// (not a transaction marker) between the group's committed offset and
+	// the end: a partition is read only up to its first such record, so
+	// this counts partitions, not records. Open is partitions whose end is
+	// past the last stable offset (a transaction still open).
+	PendingPartitions, Open int
 }
 
 // Drained reports whether group has consumed topic to its end: every
@@ -397,15 +465,15 @@ func Drained(ctx context.Context, cl *kgo.Client, group, topic string) (Drain, e
 		if err != nil {
 			return d, err
 		}
-		d.Pending = n
+		d.PendingPartitions = n
 	}
-	d.Drained = d.Pending == 0
+	d.Drained = d.PendingPartitions == 0
 	return d, nil
 }
 
 // dataRecords reads topic's partitions from gaps to until (exclusive) with
-// read_committed, control records kept, and counts the data records among
-// them; it stops at the first data record of a partition.
+// read_committed, control records kept, and counts the partitions with a
+// data record among them; it stops at the first data record of a partition.
 func dataRecords(ctx context.Context, base *kgo.Client, topic string, gaps map[int32]kgo.Offset, until map[int32]int64) (int, error) {
 	opts := []kgo.Opt{
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: gaps}),
@@ -445,10 +513,13 @@ func dataRecords(ctx context.Context, base *kgo.Client, topic string, gaps map[i
 }
 
 // RetireGeneration marks generation gen as retired (its dispatchers stop)
-// once its dispatcher group has drained it; force skips the check. The
+// once its dispatcher group has drained it and no record was written to
+// its topic within quiet ([Quiet]; [DefaultRetireQuiet] in the CLI), so
+// no late writer (a process that has not read the switch, or an older
+// build) still produces to it; force skips both checks. The
 // topic is left for the operator to delete (its records are all
 // consumed). It refuses the newest generation.
-func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Generation, n int, group string, force bool) (Generation, error) {
+func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Generation, n int, group string, quiet time.Duration, force bool) (Generation, error) {
 	if n >= gens[len(gens)-1].N {
 		return Generation{}, fmt.Errorf("generation %d is the newest: only an older one can be retired", n)
 	}
@@ -467,7 +538,14 @@ func RetireGeneration(ctx context.Context, cl *kgo.Client, t Topics, gens []Gene
 			return Generation{}, err
 		}
 		if !d.Drained {
-			return Generation{}, fmt.Errorf("generation %d (%s) is not drained: %d records pending, %d partitions with an open transaction", n, gen.Topic, d.Pending, d.Open)
+			return Generation{}, fmt.Errorf("generation %d (%s) is not drained: %d partitions with undelivered records, %d partitions with an open transaction", n, gen.Topic, d.PendingPartitions, d.Open)
+		}
+		busy, err := Quiet(ctx, kadm.NewClient(cl), gen.Topic, quiet, time.Now())
+		if err != nil {
+			return Generation{}, err
+		}
+		if len(busy) > 0 {
+			return Generation{}, fmt.Errorf("generation %d (%s) is drained but was written to within the last %v (partitions %v): a process may still produce to it; retry later (--quiet), or --force", n, gen.Topic, quiet, busy)
 		}
 	}
 	gen.RetiredAt = time.Now().UTC()

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -54,8 +55,12 @@ func (g *GenerationGate) defaults() {
 
 // RunGenerations runs run(ctx, gen, hold) for every live (not retired)
 // generation of gens, each in its own goroutine, until ctx ends; it waits
-// for them all before it returns, and returns nil (run's errors are run's
-// to handle: cmd/hookrelay passes a supervised dispatcher). Every run
+// for them all before it returns. It returns nil when ctx ends, and the
+// error of the first run that returns one while its generation is live
+// (cmd/hookrelay passes a supervised dispatcher, which returns only a
+// fatal error, [IsFatal]; or the dispatcher could not be built): that
+// cancels every other run first, so one generation's fatal fault ends the
+// process as a single dispatcher's does. Every run
 // starts as soon as its generation is known, so all processes' dispatchers
 // join the new generation's group while the old one drains (no rebalance,
 // and no duplicate of what a first joiner delivered, when the gate opens);
@@ -64,7 +69,8 @@ func (g *GenerationGate) defaults() {
 // at once; a newer one's once the live generation before it is drained, no
 // sooner than gate.Grace after this process first saw it, or at
 // gate.MaxWait after that whatever the drain. A generation that becomes
-// retired has its run's context cancelled. onOpen, if not nil, is called
+// retired has its run's context cancelled (its run's error, if any, is
+// then only logged). onOpen, if not nil, is called
 // when a generation's hold is closed, with how long it was held.
 func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate, run func(context.Context, Generation, <-chan struct{}) error, onOpen func(Generation, time.Duration)) error {
 	gate.defaults()
@@ -76,6 +82,7 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 		seen   time.Time
 	}
 	live := map[int]*running{}
+	failed := make(chan error, 1) // the first error of a live generation's run
 	var wg sync.WaitGroup
 	defer func() {
 		for _, r := range live {
@@ -116,7 +123,7 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 				go func(gen Generation, r *running) { // owner: RunGenerations, which waits on wg
 					defer wg.Done()
 					defer close(r.done)
-					_ = run(rctx, gen, r.hold)
+					runGeneration(ctx, rctx, gen, r.hold, run, failed, gate.Logger)
 				}(gen, r)
 			}
 			if !r.open {
@@ -144,23 +151,57 @@ func RunGenerations(ctx context.Context, gens *Generations, gate GenerationGate,
 			}
 			prev, prevGen = r, gen
 		}
-		var tick <-chan time.Time
-		var t *time.Timer
-		if pending {
-			t = time.NewTimer(gate.Interval)
-			tick = t.C
-		}
+		t, tick := pendingTimer(pending, gate.Interval)
 		select {
 		case <-ctx.Done():
 		case <-changed:
 		case <-tick:
+		case err := <-failed: // the deferred func cancels and waits for the others
+			stopTimer(t)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		if t != nil {
-			t.Stop()
-		}
+		stopTimer(t)
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+}
+
+// runGeneration calls run for gen and sends its error to failed (the
+// first only) unless rctx ended first (gen retired, or ctx ended).
+func runGeneration(ctx, rctx context.Context, gen Generation, hold <-chan struct{}, run func(context.Context, Generation, <-chan struct{}) error,
+	failed chan<- error, log *slog.Logger) {
+	err := run(rctx, gen, hold)
+	switch {
+	case err == nil:
+	case rctx.Err() != nil: // retired, or ctx ended
+		if ctx.Err() == nil {
+			log.Warn("deliveries generation: a retired generation's dispatchers ended with an error", "generation", gen.N, "err", err)
+		}
+	default:
+		select {
+		case failed <- fmt.Errorf("deliveries generation %d (%s): %w", gen.N, gen.Topic, err):
+		default:
+		}
+	}
+}
+
+// pendingTimer is a timer of d and its channel when pending, else nils
+// (a nil channel never fires).
+func pendingTimer(pending bool, d time.Duration) (*time.Timer, <-chan time.Time) {
+	if !pending {
+		return nil, nil
+	}
+	t := time.NewTimer(d)
+	return t, t.C
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
 	}
 }
 

@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
 )
@@ -127,7 +131,7 @@ func TestGrowAndDrainedKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, err := Drained(ctx, cl, group, topics.Deliveries)
-	if err != nil || d.Drained || d.Pending == 0 {
+	if err != nil || d.Drained || d.PendingPartitions == 0 {
 		t.Fatalf("two records not consumed: %+v, %v; want pending", d, err)
 	}
 	adm := kadm.NewClient(cl)
@@ -149,16 +153,83 @@ func TestGrowAndDrainedKfake(t *testing.T) {
 	}
 
 	// Retire: refused for the newest, done for a drained older one.
-	if _, err := RetireGeneration(ctx, cl, topics, gens, 2, group, false); err == nil {
+	if _, err := RetireGeneration(ctx, cl, topics, gens, 2, group, time.Millisecond, false); err == nil {
 		t.Fatal("retiring the newest generation: no error")
 	}
-	if _, err := RetireGeneration(ctx, cl, topics, gens, 1, group, false); err != nil {
-		t.Fatal(err)
+	// Drained but written to within the quiet period: refused (a late
+	// writer's records would go unconsumed).
+	if _, err := RetireGeneration(ctx, cl, topics, gens, 1, group, time.Hour, false); err == nil || !strings.Contains(err.Error(), "written to") {
+		t.Fatalf("retiring a generation written to within the quiet period: %v, want refused", err)
+	}
+	for { // quiet for 1 ms after the last record: poll past it
+		_, err := RetireGeneration(ctx, cl, topics, gens, 1, group, time.Millisecond, false)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "written to") || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	gens, err = ReadGenerations(ctx, o)
 	if err != nil || gens[0].RetiredAt.IsZero() {
 		t.Fatalf("generation 1 after retire: %+v, %v", gens, err)
 	}
+
+	// A record written to the retired generation after that is reported.
+	view, err := NewGenerations(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(gens[0])
+	view.apply(&kgo.Record{Key: []byte("deliveries/1"), Value: b})
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	w, err := NewStrayWatcher(&StrayWatcher{Admin: adm, Gens: view}, mp.Meter("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Poll(ctx); err != nil { // the baseline
+		t.Fatal(err)
+	}
+	if n := strayCount(t, reader); n != 0 {
+		t.Fatalf("stray records before any late write: %d", n)
+	}
+	late, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topics.Deliveries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	if err := late.ProduceSync(ctx, &kgo.Record{Key: []byte("ep_1"), Value: []byte("late")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := strayCount(t, reader); n != 1 {
+		t.Fatalf("stray records after one late write: %d, want 1", n)
+	}
+}
+
+// strayCount is hookrelay.generation.stray_records summed.
+func strayCount(t *testing.T, r *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "hookrelay.generation.stray_records" {
+				for _, dp := range s.DataPoints {
+					n += dp.Value
+				}
+			}
+		}
+	}
+	return n
 }
 
 // TestRunGenerationsGate: generation 1 takes deliveries at once;
@@ -319,5 +390,97 @@ func TestDispatcherHold(t *testing.T) {
 			t.Fatalf("%d of 5 attempts after the hold ended", n)
 		}
 		time.Sleep(10 * time.Millisecond) // polling the fake
+	}
+}
+
+// TestDeliveriesTopicNoAlloc: the per-record call allocates nothing.
+func TestDeliveriesTopicNoAlloc(t *testing.T) {
+	g := newTestGenerations(t)
+	g.apply(genRecord(t, Generation{N: 3, Topic: "gt.deliveries.g3", Partitions: 8}))
+	g.apply(genRecord(t, Generation{N: 2, Topic: "gt.deliveries.g2", Partitions: 6})) // an older record read later
+	if got := g.DeliveriesTopic(); got != "gt.deliveries.g3" {
+		t.Fatalf("DeliveriesTopic %q, want the newest gt.deliveries.g3", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = g.DeliveriesTopic() }); n != 0 {
+		t.Fatalf("DeliveriesTopic allocates %v times per call, want 0", n)
+	}
+}
+
+// TestRunGenerationsFatal: a fatal error of a live generation's run
+// cancels every other run and is returned; a retired generation's run
+// ending with an error is not.
+func TestRunGenerationsFatal(t *testing.T) {
+	g := newTestGenerations(t)
+	g.apply(genRecord(t, Generation{N: 2, Topic: "gt.deliveries.g2", Partitions: 8}))
+	g.apply(genRecord(t, Generation{N: 3, Topic: "gt.deliveries.g3", Partitions: 16}))
+	boom := Fatal(errors.New("boom"))
+	fail := make(chan struct{})
+	var others atomic.Int32
+	run := func(ctx context.Context, gen Generation, _ <-chan struct{}) error {
+		switch gen.N {
+		case 1: // retired below: its error is its own
+			<-ctx.Done()
+			return errors.New("stopped")
+		case 2:
+			select {
+			case <-fail:
+				return boom
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		<-ctx.Done()
+		others.Add(1)
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- RunGenerations(context.Background(), g, GenerationGate{
+			Drained: func(context.Context, Generation) (bool, error) { return false, nil }, Interval: time.Millisecond,
+		}, run, nil)
+	}()
+	g.apply(genRecord(t, Generation{N: 1, Topic: "gt.deliveries", RetiredAt: time.Now()}))
+	select {
+	case err := <-done:
+		t.Fatalf("RunGenerations returned %v on a retirement", err)
+	case <-time.After(100 * time.Millisecond): // hang guard for the negative case
+	}
+	close(fail)
+	select {
+	case err := <-done:
+		if !errors.Is(err, boom) || !IsFatal(err) {
+			t.Fatalf("RunGenerations returned %v, want the fatal boom", err)
+		}
+		if others.Load() != 1 {
+			t.Fatalf("generation 3's run was not cancelled and waited for (%d)", others.Load())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunGenerations did not return on a fatal error")
+	}
+}
+
+// TestGenerationsUnknownTopicFatal: a generations topic that does not
+// exist is a fatal error naming it, not an endless retry.
+func TestGenerationsUnknownTopicFatal(t *testing.T) {
+	defer func(d time.Duration) { unknownTopicFatal = d }(unknownTopicFatal)
+	unknownTopicFatal = 500 * time.Millisecond
+	topics := NewTopics("gu.")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics.Deliveries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := NewGenerations(GenerationsOptions{Brokers: c.ListenAddrs(), Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // hang guard
+	defer cancel()
+	err = g.Run(ctx)
+	if !IsFatal(err) || !strings.Contains(err.Error(), topics.Generations) {
+		t.Fatalf("Run = %v, want a fatal error naming %s", err, topics.Generations)
+	}
+	if g.Err() == nil {
+		t.Fatal("Err is nil though the view never read its topic")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,9 +24,14 @@ type LagOptions struct {
 	// Admin is the client the lag is read with (DescribeGroups, OffsetFetch,
 	// ListOffsets). Required; the caller closes it after Run returns.
 	Admin *kadm.Client
-	// Groups are the consumer groups to report, e.g. Prefix+"dispatch".
-	// Required.
+	// Groups are the consumer groups to report, e.g. Prefix+"fanout".
+	// Required unless MoreGroups is set.
 	Groups []string
+	// MoreGroups, if set, is called at each read for more groups to report
+	// (e.g. the dispatcher group of each live deliveries generation,
+	// Prefix+"dispatch.g<n>", which change while the process runs). It
+	// must be safe for concurrent use. Optional.
+	MoreGroups func() []string
 	// Interval between two reads; 0 means DefaultLagInterval. Each read is
 	// bounded by the interval too.
 	Interval time.Duration
@@ -61,7 +67,7 @@ func NewLagCollector(o LagOptions) (*LagCollector, error) {
 	switch {
 	case o.Admin == nil:
 		return nil, errors.New("pipeline: LagOptions.Admin is required")
-	case len(o.Groups) == 0:
+	case len(o.Groups) == 0 && o.MoreGroups == nil:
 		return nil, errors.New("pipeline: LagOptions.Groups is empty")
 	case o.Meter == nil:
 		return nil, errors.New("pipeline: LagOptions.Meter is required")
@@ -118,7 +124,13 @@ func (c *LagCollector) Run(ctx context.Context) error {
 // the joined errors of the groups it could not read (those are dropped from
 // the gauge); the others are updated.
 func (c *LagCollector) Poll(ctx context.Context) error {
-	lags, err := c.o.Admin.Lag(ctx, c.o.Groups...)
+	groups := c.o.Groups
+	if c.o.MoreGroups != nil {
+		groups = append(slices.Clip(groups), c.o.MoreGroups()...)
+		slices.Sort(groups)
+		groups = slices.Compact(groups)
+	}
+	lags, err := c.o.Admin.Lag(ctx, groups...)
 	if err != nil {
 		c.mu.Lock()
 		c.lags = map[string]kadm.GroupTopicsLag{} // replaced, never mutated: Lag's callers may hold the old one

@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,8 +59,11 @@ func TestLagCollectorKafka(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
+	var more atomic.Pointer[[]string] // the groups that change while it runs (deliveries generations)
+	more.Store(&[]string{})
 	lc, err := pipeline.NewLagCollector(pipeline.LagOptions{
 		Admin: adm, Groups: []string{group, idle}, Meter: mp.Meter("test"), Interval: time.Second,
+		MoreGroups: func() []string { return *more.Load() },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +91,24 @@ func TestLagCollectorKafka(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v, want nil", err)
+	}
+
+	// A group named by MoreGroups after the start is reported at the next read.
+	g2 := prefix + "dispatch.g2"
+	resp, err := adm.CommitOffsets(ctx, g2, kadm.OffsetsFromRecords(kgo.Record{Topic: deliveries, Partition: 0, Offset: 0}))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit %s: %v", g2, err)
+	}
+	more.Store(&[]string{g2})
+	if err := lc.Poll(ctx); err != nil {
+		t.Fatalf("poll: %v", err)
+	}
+	want[[2]string{g2, deliveries}] = 3 // p0: 2 - 1 committed; p1: 2 from the start
+	if got := collectLag(t, reader); !equalLag(got, want) {
+		t.Fatalf("hookrelay.consumer.lag with a generation's group = %v, want %v", got, want)
 	}
 }
 

@@ -57,7 +57,7 @@ func startAPI(gctx context.Context, g *errgroup.Group, cfg *config, kopts []kgo.
 			}
 		}
 		return qs
-	})
+	}, gens.Ready())
 	// The operational events of enable, disable and rotation (the pipeline's
 	// topics, Operational included, are ensured at start).
 	opsClient, err := kgo.NewClient(kopts...)

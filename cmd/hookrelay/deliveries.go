@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -61,7 +60,7 @@ keep --partitions as it was (it describes generation 1).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withGenerations(cmd, func(ctx context.Context, _ *config, cl *kgo.Client, topics pipeline.Topics, gens []pipeline.Generation) error {
 				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "GENERATION\tTOPIC\tPARTITIONS\tSTATE\tPENDING")
+				fmt.Fprintln(w, "GENERATION\tTOPIC\tPARTITIONS\tSTATE\tUNDRAINED")
 				for i, g := range gens {
 					state := "live"
 					switch {
@@ -79,7 +78,7 @@ keep --partitions as it was (it describes generation 1).`,
 						case d.Drained:
 							pending = "0 (drained)"
 						default:
-							pending = fmt.Sprintf("%d records, %d open transactions", d.Pending, d.Open)
+							pending = fmt.Sprintf("%d partitions with undelivered records, %d with an open transaction", d.PendingPartitions, d.Open)
 						}
 					}
 					parts := fmt.Sprint(g.Partitions)
@@ -103,8 +102,12 @@ keep --partitions as it was (it describes generation 1).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, _ := cmd.Flags().GetInt("generation")
 			force, _ := cmd.Flags().GetBool("force")
+			quiet, _ := cmd.Flags().GetDuration("quiet")
+			if quiet < 0 {
+				return fmt.Errorf("--quiet %v: must not be negative", quiet)
+			}
 			return withGenerations(cmd, func(ctx context.Context, _ *config, cl *kgo.Client, topics pipeline.Topics, gens []pipeline.Generation) error {
-				gen, err := pipeline.RetireGeneration(ctx, cl, topics, gens, n, topics.Prefix+"dispatch", force)
+				gen, err := pipeline.RetireGeneration(ctx, cl, topics, gens, n, topics.Prefix+"dispatch", quiet, force)
 				if err != nil {
 					return err
 				}
@@ -114,7 +117,8 @@ keep --partitions as it was (it describes generation 1).`,
 		},
 	}
 	retire.Flags().Int("generation", 0, "the generation to retire (older than the current one)")
-	retire.Flags().Bool("force", false, "retire even if not drained (its pending deliveries are then never sent)")
+	retire.Flags().Bool("force", false, "retire even if not drained or not quiet (its pending deliveries are then never sent)")
+	retire.Flags().Duration("quiet", pipeline.DefaultRetireQuiet, "retire only if no record was written to the generation's topic within this time (a late writer's records would go unconsumed)")
 
 	cmd.AddCommand(grow, status, retire)
 	return cmd
@@ -163,8 +167,11 @@ func withGenerations(cmd *cobra.Command, fn func(context.Context, *config, *kgo.
 
 // runGenerations runs a supervised dispatcher per live deliveries
 // generation (pipeline.RunGenerations). Generation 1's dispatcher is first
-// (built at start); the first generation this process runs reports the
-// pipeline's readiness, the later ones only their restarts.
+// (built at start). Each generation is its own readiness stage (dispatch,
+// dispatch.g2, …; restarts counted per stage), and the pipeline is ready
+// while every live generation's dispatcher is in its group; a retired
+// generation leaves both. A fatal error of any generation's dispatcher, or
+// one that cannot be built, is returned (and ends the process).
 func runGenerations(ctx context.Context, cfg *config, gens *pipeline.Generations, admin *kgo.Client, topics pipeline.Topics,
 	first *pipeline.Dispatcher, newDispatcher func(pipeline.Generation, <-chan struct{}) (*pipeline.Dispatcher, error),
 	ready *readiness, supervise func(string) pipeline.SuperviseOptions, meter metric.Meter, log *slog.Logger) error {
@@ -174,7 +181,9 @@ func runGenerations(ctx context.Context, cfg *config, gens *pipeline.Generations
 	if err != nil {
 		return err
 	}
-	var reported atomic.Bool // the first generation started reports readiness
+	if !gens.All()[0].RetiredAt.IsZero() {
+		ready.dropStage("dispatch") // generation 1 retired: no stage of its own
+	}
 	gate := pipeline.GenerationGate{
 		Drained: func(ctx context.Context, gen pipeline.Generation) (bool, error) {
 			d, err := pipeline.Drained(ctx, admin, pipeline.GenerationGroup(topics.Prefix+"dispatch", gen.N), gen.Topic)
@@ -187,23 +196,23 @@ func runGenerations(ctx context.Context, cfg *config, gens *pipeline.Generations
 		if gen.N != 1 || d == nil {
 			var err error
 			if d, err = newDispatcher(gen, hold); err != nil {
-				log.Error("deliveries generation: dispatcher not built", "generation", gen.N, "err", err)
-				return err
+				return pipeline.Fatal(fmt.Errorf("dispatcher not built: %w", err))
 			}
-		}
-		if reported.CompareAndSwap(false, true) {
-			err := pipeline.Supervise(rctx, "dispatch", func(ctx context.Context) error {
-				return runDispatcher(ctx, d, ready, func() {
-					log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
-				})
-			}, supervise("dispatch"))
-			if ctx.Err() == nil {
-				ready.pipeline.Store(true) // retired: a later generation's dispatchers run on
-			}
-			return err
 		}
 		stage := pipeline.GenerationGroup("dispatch", gen.N)
-		return pipeline.Supervise(rctx, stage, d.Run, pipeline.SuperviseOptions{State: new(pipeline.StageState), Meter: meter, Logger: log})
+		ready.setJoined(gen.N, false)
+		err := pipeline.Supervise(rctx, stage, func(ctx context.Context) error {
+			return runDispatcher(ctx, d, func(joined bool) {
+				if ready.setJoined(gen.N, joined) {
+					log.Info("hookrelay pipeline ready", "roles", cfg.Roles, "instance", cfg.InstanceID)
+				}
+			})
+		}, supervise(stage))
+		if rctx.Err() != nil && ctx.Err() == nil { // retired: the later generations' dispatchers run on
+			ready.retired(gen.N)
+			ready.dropStage(stage)
+		}
+		return err
 	}
 	return pipeline.RunGenerations(ctx, gens, gate, run, func(gen pipeline.Generation, waited time.Duration) {
 		if gen.N > 1 {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,13 +134,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 
-	// hookrelay_consumer_lag{group,topic}, read by every process (the alerts take the max).
-	lag, err := pipeline.NewLagCollector(pipeline.LagOptions{Admin: kadm.NewClient(admin), Meter: meter, Logger: log,
-		Groups: []string{topics.Prefix + "fanout", topics.Prefix + "dispatch", topics.Prefix + "retry-relay", topics.Prefix + "audit"}})
-	if err != nil {
-		return err
-	}
-
 	// The deliveries generations (pipeline/generation.go): every producer
 	// of deliveries sends to the newest; the dispatchers run one group per
 	// live generation.
@@ -148,6 +142,28 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return err
 	}
 	policy.SetDeliveriesTopic(gens.DeliveriesTopic)
+	stray, err := pipeline.NewStrayWatcher(&pipeline.StrayWatcher{Admin: kadm.NewClient(admin), Gens: gens, Logger: log}, meter)
+	if err != nil {
+		return err
+	}
+
+	// hookrelay_consumer_lag{group,topic}, read by every process (the alerts
+	// take the max): the dispatcher group of every live generation
+	// (dispatch, dispatch.g2, …), read again at each collection.
+	lag, err := pipeline.NewLagCollector(pipeline.LagOptions{Admin: kadm.NewClient(admin), Meter: meter, Logger: log,
+		Groups: []string{topics.Prefix + "fanout", topics.Prefix + "retry-relay", topics.Prefix + "audit"},
+		MoreGroups: func() []string {
+			var gs []string
+			for _, gen := range gens.All() {
+				if gen.RetiredAt.IsZero() {
+					gs = append(gs, pipeline.GenerationGroup(topics.Prefix+"dispatch", gen.N))
+				}
+			}
+			return gs
+		}})
+	if err != nil {
+		return err
+	}
 
 	ready := newReadiness()
 	supervise := func(stage string) pipeline.SuperviseOptions {
@@ -284,6 +300,9 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		ready.sink = auditSink
 	}
 
+	if cfg.Roles["fanout"] || cfg.Roles["dispatch"] || cfg.Roles["retry"] || cfg.Roles["api"] {
+		ready.gens = gens
+	}
 	// Every supervised stage has its readiness part before the ops server
 	// reads them.
 	for name, on := range map[string]bool{"fanout": fanout != nil, "dispatch": dispatcher != nil,
@@ -292,7 +311,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 			ready.stage(name)
 		}
 	}
-	slices.Sort(ready.names)
 
 	// The ops server first, so /healthz and /readyz answer while the
 	// cluster is waited for.
@@ -342,20 +360,25 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		g.Go(func() error { return view.Run(gctx) })
 		g.Go(func() error { return lag.Run(gctx) })
 		g.Go(func() error { return gens.Run(gctx) })
+		// The audit sink produces no deliveries: it does not wait for the
+		// generations.
+		if auditSink != nil {
+			g.Go(func() error { return pipeline.Supervise(gctx, "audit", auditSink.Run, supervise("audit")) })
+			// Retention of the delivery log (HOOKRELAY_LOG_RETENTION).
+			retainer := &chstore.Retainer{Store: store, Retention: cfg.LogRetention, Logger: log}
+			g.Go(func() error { return retainer.Run(gctx) })
+		}
 		// No stage produces deliveries before the generations are known.
 		select {
 		case <-gens.Ready():
 		case <-gctx.Done():
 			return nil
 		}
+		// Every process warns of a record written to a retired generation
+		// (hookrelay_generation_stray_records_total).
+		g.Go(func() error { return stray.Run(gctx) })
 		if relay != nil {
 			g.Go(func() error { return pipeline.Supervise(gctx, "retry-relay", relay.Run, supervise("retry-relay")) })
-		}
-		if auditSink != nil {
-			g.Go(func() error { return pipeline.Supervise(gctx, "audit", auditSink.Run, supervise("audit")) })
-			// Retention of the delivery log (HOOKRELAY_LOG_RETENTION).
-			retainer := &chstore.Retainer{Store: store, Retention: cfg.LogRetention, Logger: log}
-			g.Go(func() error { return retainer.Run(gctx) })
 		}
 		// Stages that act on endpoints start once the view has caught up, so
 		// an endpoint acknowledged before an event was produced gets that
@@ -387,25 +410,24 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	return err
 }
 
-// runDispatcher runs d until it returns; the pipeline is ready from d's
-// first group join until then (onReady is called at the join).
-func runDispatcher(ctx context.Context, d *pipeline.Dispatcher, ready *readiness, onReady func()) error {
+// runDispatcher runs d until it returns; joined(true) is called at d's
+// first group join, joined(false) when d's Run returns.
+func runDispatcher(ctx context.Context, d *pipeline.Dispatcher, joined func(bool)) error {
 	stop, done := make(chan struct{}), make(chan struct{})
 	// This run's channel: the last run has returned (see Joined).
-	joined := d.Joined()
+	j := d.Joined()
 	go func() { // owner: runDispatcher, which waits on done
 		defer close(done)
 		select {
-		case <-joined:
-			ready.pipeline.Store(true)
-			onReady()
+		case <-j:
+			joined(true)
 		case <-stop:
 		}
 	}()
 	err := d.Run(ctx)
 	close(stop)
 	<-done
-	ready.pipeline.Store(false)
+	joined(false)
 	return err
 }
 
@@ -531,29 +553,73 @@ func newTracer(ctx context.Context) (trace.Tracer, func(), error) {
 // readiness is what /readyz reports: each part of the process's roles,
 // ready or not and why. Safe for concurrent use.
 type readiness struct {
-	kafka    atomic.Pointer[error]           // nil: topics set up and the cluster answers
-	pipeline atomic.Bool                     // the endpoints view caught up and the dispatcher (if any) joined its group
-	sink     *sink.Sink                      // the audit sink; nil without the audit role; set before the ops server starts
-	stages   map[string]*pipeline.StageState // by stage; filled before the ops server starts
-	names    []string                        // stages in report order
+	kafka    atomic.Pointer[error] // nil: topics set up and the cluster answers
+	pipeline atomic.Bool           // the endpoints view caught up and every live generation's dispatcher (if any) joined its group
+	sink     *sink.Sink            // the audit sink; nil without the audit role; set before the ops server starts
+	gens     *pipeline.Generations // the deliveries generations view; nil without a role that produces or reads deliveries; set before the ops server starts
+	mu       sync.Mutex
+	stages   map[string]*pipeline.StageState // by stage; under mu
+	names    []string                        // stages in report order; under mu
+	// joined is, per live deliveries generation this process runs, whether
+	// its dispatcher has joined its group (setJoined); under mu.
+	joined map[int]bool
 }
 
 func newReadiness() *readiness {
-	r := &readiness{stages: map[string]*pipeline.StageState{}}
+	r := &readiness{stages: map[string]*pipeline.StageState{}, joined: map[int]bool{}}
 	r.setKafka(errors.New("connecting"))
 	return r
 }
 
-// stage returns the state of stage, added to the report. Call it before
-// the ops server starts.
+// stage returns the state of stage, added to the report (a deliveries
+// generation's dispatch.g<n> is added when it starts).
 func (r *readiness) stage(name string) *pipeline.StageState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if st, ok := r.stages[name]; ok {
 		return st
 	}
 	st := new(pipeline.StageState)
 	r.stages[name] = st
 	r.names = append(r.names, name)
+	slices.Sort(r.names)
 	return st
+}
+
+// dropStage removes stage from the report (a retired generation's).
+func (r *readiness) dropStage(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.stages, name)
+	r.names = slices.DeleteFunc(r.names, func(n string) bool { return n == name })
+}
+
+// setJoined records whether generation n's dispatcher is in its group;
+// the pipeline is ready while every live generation's is (and at least
+// one runs). It reports whether the pipeline became ready by this call.
+func (r *readiness) setJoined(n int, joined bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.joined[n] = joined
+	return r.updatePipeline()
+}
+
+// retired drops generation n from the pipeline's readiness (its
+// dispatchers stopped because it was retired, not because of a fault).
+func (r *readiness) retired(n int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.joined, n)
+	return r.updatePipeline()
+}
+
+// updatePipeline sets pipeline from joined; r.mu held.
+func (r *readiness) updatePipeline() bool {
+	all := len(r.joined) > 0
+	for _, j := range r.joined {
+		all = all && j
+	}
+	return !r.pipeline.Swap(all) && all
 }
 
 func (r *readiness) setKafka(err error) {
@@ -603,14 +669,19 @@ func (r *readiness) check() (bool, string) {
 		fmt.Fprintf(&b, "%s: ready\n", name)
 	}
 	part("kafka", r.kafkaErr())
+	if r.gens != nil {
+		part("generations", r.gens.Err())
+	}
 	if r.pipeline.Load() {
 		part("pipeline", nil)
 	} else {
 		part("pipeline", errors.New("endpoints view catching up or consumer group not joined"))
 	}
+	r.mu.Lock()
 	for _, name := range r.names {
 		part(name+" stage", r.stages[name].Err())
 	}
+	r.mu.Unlock()
 	if r.sink != nil {
 		part("audit", r.sink.Ready())
 	}

@@ -392,6 +392,9 @@ func (s *Resender) queued(ctx context.Context, e *endpoints.Endpoint) (map[strin
 	if s.o.DispatchGroup == "" {
 		return nil, nil
 	}
+	if err := s.awaitGenerations(ctx); err != nil {
+		return nil, err
+	}
 	queues := []Queue{{Topic: s.o.Deliveries, Group: s.o.DispatchGroup}}
 	if s.queues != nil {
 		queues = s.queues()

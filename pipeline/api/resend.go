@@ -43,6 +43,40 @@ type Resender struct {
 	// dispatcher groups, where recovery looks for what is still queued
 	// (SetDeliveriesTopic); nil: o.Deliveries and o.DispatchGroup
 	queues func() []Queue
+	// ready, when set, is closed once newest and queues answer from the
+	// whole generations topic (pipeline.Generations.Ready): before that,
+	// newest would name generation 1, perhaps retired (SetDeliveriesTopic)
+	ready <-chan struct{}
+}
+
+// errGenerationsNotReady: the deliveries generations are not read yet (the
+// process has just started, or Kafka is unreachable); answered 503.
+var errGenerationsNotReady = errors.New("api: the deliveries generations are not read yet")
+
+// generationsReadyWait bounds how long a request waits for the
+// generations view at start before it is answered 503.
+const generationsReadyWait = 10 * time.Second
+
+// awaitGenerations waits until the generations view is ready, ctx ends
+// or generationsReadyWait has passed (then errGenerationsNotReady).
+func (s *Resender) awaitGenerations(ctx context.Context) error {
+	if s.ready == nil {
+		return nil
+	}
+	select {
+	case <-s.ready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(generationsReadyWait)
+	defer t.Stop()
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return errGenerationsNotReady
 }
 
 // ResenderOptions configure a [Resender].
@@ -89,9 +123,12 @@ type Queue struct{ Topic, Group string }
 // deliveries generation, pipeline.Generations.DeliveriesTopic) instead of
 // the deliveries topic given to NewResender, and makes recovery look for
 // what is still queued in every queue live returns (every generation not
-// retired), not only in ResenderOptions.Deliveries. Call it before use.
-func (s *Resender) SetDeliveriesTopic(newest func() string, live func() []Queue) {
-	s.deliveriesTopic, s.queues = newest, live
+// retired), not only in ResenderOptions.Deliveries. Until ready is
+// closed (pipeline.Generations.Ready; nil: at once) a resend or a
+// recovery's look at the queues waits, bounded by its request's context
+// and 10 s, then is answered 503. Call it before use.
+func (s *Resender) SetDeliveriesTopic(newest func() string, live func() []Queue, ready <-chan struct{}) {
+	s.deliveriesTopic, s.queues, s.ready = newest, live, ready
 }
 
 // Close closes the Resender's client.
@@ -343,6 +380,9 @@ func (s *Resender) resend(ctx context.Context, e *endpoints.Endpoint, rec *kgo.R
 	m.DeliveryID, m.Attempt, m.EventTime, m.Incarnation = id, 1, time.Now().UTC(), e.Incarnation
 	m.DueAt, m.FirstAttemptAt, m.PauseUntil, m.LastError, m.Parks, m.History, m.Reason = time.Time{}, time.Time{}, time.Time{}, "", 0, nil, ""
 	hs := append(m.Headers(), kgo.RecordHeader{Key: HeaderResend, Value: []byte(id)})
+	if err := s.awaitGenerations(ctx); err != nil {
+		return "", m, err
+	}
 	topic := s.o.Deliveries
 	if s.deliveriesTopic != nil {
 		topic = s.deliveriesTopic()

@@ -172,6 +172,11 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) 
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client went away
 	}
+	if errors.Is(err, errGenerationsNotReady) {
+		w.Header().Set("Retry-After", "5")
+		writeProblem(w, r, probUnavailable, "the process is starting: the deliveries generations are not read yet; try again later")
+		return
+	}
 	s.o.Logger.Warn("api: backing service", "path", r.URL.Path, "err", err)
 	writeProblem(w, r, probUnavailable, "try again later")
 }
