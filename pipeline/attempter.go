@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,10 +129,10 @@ func (h *HTTPAttempter) Attempt(ctx context.Context, ep *endpoints.Endpoint, bod
 		RetryAfter:   c.RetryAfter,
 	}
 	if res.RequestHeader != nil {
-		r.RequestHeaders = audit.FormatHeaders(res.RequestHeader)
+		r.RequestHeaders = audit.FormatHeaders(redactHeaderURLs(res.RequestHeader))
 	}
 	if res.Header != nil {
-		r.ResponseHeaders = audit.FormatHeaders(res.Header)
+		r.ResponseHeaders = audit.FormatHeaders(redactHeaderURLs(res.Header))
 	}
 	if c.PauseEndpoint {
 		r.PauseUntil = res.SentAt.Add(res.Latency + c.RetryAfter)
@@ -148,4 +149,29 @@ func newAttemptID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])
+}
+
+// urlHeaders carry a URL (or URL references) in their value: a receiver's
+// Location: …?token=abc must not reach the delivery log (issue 8, item 7).
+var urlHeaders = map[string]bool{
+	"Location": true, "Content-Location": true, "Link": true, "Refresh": true,
+	"Referer": true, "Origin": true, "Access-Control-Allow-Origin": true,
+}
+
+// redactHeaderURLs returns h with webhook.RedactURL applied to the values of
+// the headers that carry URLs, and of any value holding "://" (userinfo,
+// query and fragment go); h itself is not changed.
+func redactHeaderURLs(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		cp := make([]string, len(vs))
+		for i, v := range vs {
+			if urlHeaders[http.CanonicalHeaderKey(k)] || strings.Contains(v, "://") {
+				v = webhook.RedactURL(v)
+			}
+			cp[i] = v
+		}
+		out[k] = cp
+	}
+	return out
 }
