@@ -127,15 +127,7 @@ keep --partitions as it was (it describes generation 1).`,
 // withGenerations loads the config, makes sure the generations topic
 // exists, reads the generations and calls fn with an acks=all client.
 func withGenerations(cmd *cobra.Command, fn func(context.Context, *config, *kgo.Client, pipeline.Topics, []pipeline.Generation) error) error {
-	cfg, err := loadConfig(cmd.Flags())
-	if err != nil {
-		return err
-	}
-	kopts, err := cfg.kafkaOpts()
-	if err != nil {
-		return err
-	}
-	copts, err := cfg.clientOpts()
+	cfg, kopts, copts, err := loadKafkaConfig(cmd)
 	if err != nil {
 		return err
 	}

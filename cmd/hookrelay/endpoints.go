@@ -458,15 +458,7 @@ func withWritableStore(cmd *cobra.Command, fn func(context.Context, *endpoints.S
 }
 
 func withStoreMode(cmd *cobra.Command, write bool, fn func(context.Context, *endpoints.Store) error) error {
-	cfg, err := loadConfig(cmd.Flags())
-	if err != nil {
-		return err
-	}
-	kopts, err := cfg.kafkaOpts()
-	if err != nil {
-		return err
-	}
-	copts, err := cfg.clientOpts()
+	cfg, kopts, copts, err := loadKafkaConfig(cmd)
 	if err != nil {
 		return err
 	}
@@ -569,4 +561,24 @@ func printEndpoint(w io.Writer, e *endpoints.Endpoint) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(obj)
+}
+
+// loadKafkaConfig loads the command's settings and the Kafka options a CLI
+// command needs: kopts (connection options without seed brokers, for the
+// pipeline's stages) and copts (with them, for clients the command makes).
+// Errors name the setting that is wrong.
+func loadKafkaConfig(cmd *cobra.Command) (*config, []kgo.Opt, []kgo.Opt, error) {
+	cfg, err := loadConfig(cmd.Flags())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kopts, err := cfg.kafkaOpts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	copts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, kopts, copts, nil
 }
