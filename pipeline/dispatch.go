@@ -236,7 +236,8 @@ func (o *DispatcherOptions) validate() error {
 //	dispatch_accept.go     a fetched record joins its endpoint's queue (or is parked)
 //	dispatch_endpoint.go   an endpoint's queue and its pump goroutine
 //	dispatch_attempt.go    one attempt: sending row, request, decision
-//	dispatch_outcome.go    a delivery's end (finish, complete, park, conclude) and its records
+//	dispatch_outcome.go    a delivery's end (finish, complete, park, parkBusy, conclude) and its records
+//	dispatch_park.go       busy parks: the slot a busy endpoint's overflow comes back at
 //	identity.go            checkIdentity and refuse (a delivery not sent)
 //	dispatch_metrics.go    metric attributes and gauges
 //
@@ -247,7 +248,9 @@ func (o *DispatcherOptions) validate() error {
 //
 //	d.mu → partState.mu → d.health.mu → d.doneMu
 //	d.limMu → (a ratelimit.Endpoint's own lock)
-//	partState.mu → (a ratelimit.Endpoint's own lock)
+//	partState.mu → (a ratelimit.Endpoint's own lock), d.pacer.mu
+//
+// d.pacer.mu (busy-park slots) is a leaf: nothing is taken under it.
 //
 // d.mu (owned partitions, last commits) is held only to read or swap those
 // maps; the poll loop, revoked and shutdown copy what they need and release
@@ -276,6 +279,8 @@ type Dispatcher struct {
 
 	limMu    sync.Mutex
 	limiters map[string]*ratelimit.Endpoint // per endpoint; outlive partition moves within this process; guarded by limMu
+
+	pacer busyPacer // per endpoint: service time and the next busy-park slot (dispatch_park.go); its own leaf lock
 
 	doneMu sync.Mutex
 	done   []completion  // attempts finished since the last flush; guarded by doneMu

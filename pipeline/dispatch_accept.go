@@ -62,20 +62,26 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 	// Park instead of holding: the endpoint is paused past the smallest
 	// tier, its local backlog is full, or the partition's is and this
 	// endpoint already has deliveries waiting. No attempt is consumed.
-	if reason, until := d.parkReason(p, q, now); reason != "" {
-		if q.len() == 0 && q.active == 0 && !q.running {
+	if reason, until := d.parkReason(p, q, it, now); reason != "" {
+		queued := q.len()
+		if queued == 0 && q.active == 0 && !q.running {
 			delete(p.queues, q.id)
 		}
 		p.mu.Unlock()
-		d.park(p, it, reason, until, now, d.finish)
+		if busyParkReasons[reason] {
+			d.parkBusy(p, it, q, queued, reason, now, d.finish)
+		} else {
+			d.park(p, it, reason, until, now, d.finish)
+		}
 		return
 	}
 	if !d.makeRoom(p, q, it, now) {
-		if q.len() == 0 && q.active == 0 && !q.running {
+		queued := q.len()
+		if queued == 0 && q.active == 0 && !q.running {
 			delete(p.queues, q.id)
 		}
 		p.mu.Unlock()
-		d.park(p, it, "memory", time.Time{}, now, d.finish)
+		d.parkBusy(p, it, q, queued, "memory", now, d.finish)
 		return
 	}
 	q.push(it, now)
@@ -95,16 +101,34 @@ func (d *Dispatcher) accept(p *partState, r *kgo.Record) {
 	}
 }
 
-// parkReason says whether a new delivery for q must be parked instead of
-// queued, and until when at least. Called with the partition lock held.
-func (d *Dispatcher) parkReason(p *partState, q *endpointQueue, now time.Time) (string, time.Time) {
+// parkReason says whether it, a new delivery for q, must be parked instead
+// of queued, and until when at least. Besides a pause and the count caps
+// (EndpointBacklog, PartitionBacklog), a delivery is parked when it would
+// wait in the queue longer than half of MaxQueueWait at the endpoint's
+// measured pace (the queue's length times [busyPacer.perDelivery]): it
+// would only be parked for its queue wait later, after holding memory and
+// the partition's committed offset back. A delivery back from a park
+// (Meta.Parks > 0) has waited its turn in a tier: for it there is no
+// expected-wait bound and the count caps are higher (twice EndpointBacklog,
+// 1.25 times PartitionBacklog, below the partition's fetch pause at 1.5), so
+// the deliveries that arrived meanwhile do not park it again (see busy
+// parks in dispatch_park.go); if it then waits MaxQueueWait in the queue,
+// it is parked for that, behind the queue at the endpoint's current pace. Called with the partition lock held.
+func (d *Dispatcher) parkReason(p *partState, q *endpointQueue, it *item, now time.Time) (string, time.Time) {
 	if until := q.lim.PausedUntil(); until.Sub(now) >= d.o.Policy.MinHold() {
 		return "paused", until
 	}
-	if q.len() >= d.o.EndpointBacklog {
+	endpointCap, partitionCap, wait := d.o.EndpointBacklog, d.o.PartitionBacklog, d.o.MaxQueueWait/2
+	if it.meta.Parks > 0 {
+		endpointCap, partitionCap, wait = 2*endpointCap, partitionCap*5/4, 0
+	}
+	if q.len() >= endpointCap {
 		return "backlog", time.Time{}
 	}
-	if p.backlog >= d.o.PartitionBacklog && q.len() > 0 {
+	if wait > 0 && q.len() > 0 && time.Duration(q.len())*d.pacer.perDelivery(q.id, q.lim.Limit()) >= wait {
+		return "queue_wait", time.Time{}
+	}
+	if p.backlog >= partitionCap && q.len() > 0 {
 		return "partition_backlog", time.Time{}
 	}
 	return "", time.Time{}
@@ -136,7 +160,7 @@ func (d *Dispatcher) makeRoom(p *partState, q *endpointQueue, it *item, now time
 		old := victim.popNewest()
 		p.backlog--
 		d.m.backlog.Add(context.Background(), -1)
-		d.park(p, old, "memory", time.Time{}, now, d.finish)
+		d.parkBusy(p, old, victim, victim.len(), "memory", now, d.finish)
 	}
 	return true
 }

@@ -91,6 +91,7 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item, ep *endpo
 	d.m.inFlight.Add(ctx, 1)
 	res := d.o.Attempter.Attempt(p.ctx, ep, it.value, &it.meta, now)
 	d.m.inFlight.Add(ctx, -1)
+	d.pacer.observe(q.id, d.now().Sub(now)) // sending row and request: the endpoint's pace (dispatch_park.go)
 	faultPoint("crash-after-response")
 	if res.PauseUntil.After(now) {
 		q.lim.Pause(d.o.Policy.CapPause(res.PauseUntil, now))

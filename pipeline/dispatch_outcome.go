@@ -21,6 +21,17 @@ func (d *Dispatcher) park(p *partState, it *item, reason string, until, now time
 	done(p, it.off, []*kgo.Record{out})
 }
 
+// parkBusy finishes it by moving it to a tier because its endpoint's queue
+// q is busy (reason: one of busyParkReasons), due back at the slot
+// [busyPacer.reserve] gives it behind the queued deliveries of q (see busy
+// parks in dispatch_park.go), through done as for park.
+func (d *Dispatcher) parkBusy(p *partState, it *item, q *endpointQueue, queued int, reason string, now time.Time, done func(*partState, int64, []*kgo.Record)) {
+	due := d.pacer.reserve(q.id, q.lim.Limit(), queued, now, d.o.Policy.MinHold(), d.o.Policy.schedule.MaxDelay())
+	out := d.o.Policy.ParkBusy(it.meta, it.key, it.value, due, now)
+	d.m.parked.Add(context.Background(), 1, attrParkReason(reason))
+	done(p, it.off, []*kgo.Record{out})
+}
+
 // limiter returns the pacing state of ep, created on first use and updated
 // when the endpoint's limits change.
 func (d *Dispatcher) limiter(ep *endpoints.Endpoint) (*ratelimit.Endpoint, error) {

@@ -41,7 +41,7 @@ func newMetrics(m metric.Meter) *metrics {
 	ms.startLatency, _ = m.Float64Histogram("hookrelay.attempt.start.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time to write an attempt's sending row (acknowledged by every in-sync replica) before its request."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-	ms.parked, _ = m.Int64Counter("hookrelay.deliveries.parked", metric.WithDescription("Deliveries parked in a delay tier without an attempt, by reason (backlog, paused)."))
+	ms.parked, _ = m.Int64Counter("hookrelay.deliveries.parked", metric.WithDescription("Deliveries parked in a delay tier without an attempt, by reason (backlog, partition_backlog, queue_wait, memory: busy; paused, attempt_log: back-off)."))
 	ms.notSent, _ = m.Int64Counter("hookrelay.deliveries.not_sent", metric.WithDescription("Deliveries ended without a request, each with an attempt row and a DLQ record, by outcome (skipped, config_error, abandoned) and reason (endpoint_disabled, endpoint_recreated, tenant_mismatch, …)."))
 	ms.txnAborts, _ = m.Int64Counter("hookrelay.transactions.aborted", metric.WithDescription("Kafka transactions that ended in an abort (their work is redone), by stage."))
 	ms.duplicateSkips, _ = m.Int64Counter("hookrelay.deliveries.skipped_finished", metric.WithDescription("Re-read deliveries skipped because the commit metadata says they already finished."))

@@ -363,7 +363,7 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Dispatcher{o: DispatcherOptions{EndpointBacklog: 2, Policy: policy}}
+	d := &Dispatcher{o: DispatcherOptions{EndpointBacklog: 2, PartitionBacklog: 100, Policy: policy}, m: newMetrics(nil)}
 	lim, err := ratelimit.New(ratelimit.Limit{RatePerSec: 1000, MaxInFlight: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -375,12 +375,14 @@ func TestReviewBurstParksHealthyEndpointForHours(t *testing.T) {
 	}
 	var worst time.Duration
 	for i := 2; i < 22; i++ { // a burst of 20 more, each parked for the first time
-		reason, until := d.parkReason(&partState{}, q, now)
+		it := &item{off: int64(i), key: []byte("ep"), value: []byte(`{}`),
+			meta: delivery.Meta{DeliveryID: fmt.Sprint(i), WebhookID: "msg", EndpointID: "ep", Attempt: 1}}
+		reason, _ := d.parkReason(&partState{}, q, it, now)
 		if reason != "backlog" {
 			t.Fatalf("delivery %d: park reason %q; want backlog", i, reason)
 		}
-		m := delivery.Meta{DeliveryID: fmt.Sprint(i), WebhookID: "msg", EndpointID: "ep", Attempt: 1}
-		rec := policy.Park(m, []byte("ep"), []byte(`{}`), until, now)
+		var rec *kgo.Record
+		d.parkBusy(&partState{}, it, q, q.len(), reason, now, func(_ *partState, _ int64, out []*kgo.Record) { rec = out[0] })
 		got, err := delivery.ParseMeta(rec.Headers)
 		if err != nil {
 			t.Fatal(err)

@@ -129,6 +129,7 @@ func (r *rig) finish(c check) result {
 		}
 		if time.Since(start) > drainTimeout || time.Since(lastChange) > drainStall {
 			res.Lost = len(m)
+			r.dumpStall() // while every instance and the brokers still run
 			sort.Strings(m)
 			fail("%d of %d expected deliveries lost (none arrived for %v): %s", len(m), res.Expected,
 				time.Since(lastChange).Round(time.Second), firstN(m, 8))

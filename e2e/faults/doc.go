@@ -18,5 +18,14 @@
 // (see kafka_test.go). Everything else runs against the stack of package
 // e2e/stack, each test in its own topic prefix and ClickHouse database.
 //
+// When deliveries stall (a wait for them to resume times out) or the drain
+// at the end misses some, the suite saves, next to the kept hookrelay logs
+// in $TMPDIR/hookrelay-faults-logs/<test>-<time>/, every running
+// instance's goroutines and metrics and the brokers' view of the
+// scenario's topics (leader, ISR, high watermark, last stable offset),
+// groups (members, committed offsets) and transactions (stall_test.go).
+// HOOKRELAY_FAULTS_BROKER_SIGNALS=kill (or term) replays only those broker
+// signals.
+//
 // The package has no non-test code.
 package faults

@@ -49,6 +49,11 @@ const (
 	EnvKills = "HOOKRELAY_FAULTS_KILLS"
 )
 
+// EnvBrokerSignals, when set, is the broker signals TestBrokerFaults sends,
+// comma-separated ("term", "kill"), e.g. "kill" to replay only the SIGKILL
+// cases. Unset: SIGTERM, plus SIGKILL at full size.
+const EnvBrokerSignals = "HOOKRELAY_FAULTS_BROKER_SIGNALS"
+
 // size returns the sizes of this run.
 func size() sizes {
 	s := reduced

@@ -6,6 +6,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -65,6 +66,7 @@ type relay struct {
 	httpAddr string
 	done     chan struct{} // closed when the process has exited
 	waitErr  error         // valid after done
+	dumps    int           // goroutine dumps saved so far (dumpGoroutines)
 }
 
 // exited reports whether the process has exited.
@@ -307,4 +309,42 @@ func lastLines(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// dumpGoroutines saves every running instance's goroutine stacks
+// (/debug/pprof/goroutine?debug=2) and metrics next to its log, as
+// <log>.goroutines-<n>.txt and <log>.metrics-<n>.txt, so that a stall can
+// be read afterwards.
+func (r *rig) dumpGoroutines() {
+	r.mu.Lock()
+	all := append([]*relay(nil), r.all...)
+	r.mu.Unlock()
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, p := range all {
+		if p.exited() {
+			continue
+		}
+		p.dumps++
+		resp, err := client.Get("http://" + p.httpAddr + "/debug/pprof/goroutine?debug=2")
+		if err != nil {
+			r.t.Logf("faults: goroutine dump of %s: %v", p.id, err)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		path := fmt.Sprintf("%s.goroutines-%d.txt", p.logPath, p.dumps)
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			r.t.Logf("faults: goroutine dump of %s: %v", p.id, err)
+			continue
+		}
+		r.t.Logf("faults: goroutines of %s saved in %s", p.id, path)
+		if resp, err := client.Get("http://" + p.httpAddr + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			_ = os.WriteFile(fmt.Sprintf("%s.metrics-%d.txt", p.logPath, p.dumps), b, 0o644)
+		}
+	}
 }

@@ -53,6 +53,7 @@ type rig struct {
 	mu       sync.Mutex
 	all      []*relay
 	launched int
+	stalls   int // stalls dumped so far (dumpStall)
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -179,6 +180,7 @@ func (r *rig) waitFlow(n int, timeout time.Duration) bool {
 		time.Sleep(50 * time.Millisecond) // polling interval
 	}
 	r.t.Logf("faults: only %d of %d more deliveries within %v (a stall; measured as the gap)", r.delivered()-from, n, timeout)
+	r.dumpStall()
 	return false
 }
 

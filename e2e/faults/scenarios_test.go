@@ -7,6 +7,8 @@ package faults
 import (
 	"math/rand/v2"
 	"net/url"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,6 +89,19 @@ func TestBrokerFaults(t *testing.T) {
 	sigs := []syscall.Signal{syscall.SIGTERM}
 	if s.BrokerKill {
 		sigs = append(sigs, syscall.SIGKILL)
+	}
+	if v := os.Getenv(EnvBrokerSignals); v != "" {
+		sigs = nil
+		for _, name := range strings.Split(v, ",") {
+			switch strings.TrimSpace(name) {
+			case "term":
+				sigs = append(sigs, syscall.SIGTERM)
+			case "kill":
+				sigs = append(sigs, syscall.SIGKILL)
+			default:
+				t.Fatalf("faults: %s=%q: want term and/or kill, comma-separated", EnvBrokerSignals, v)
+			}
+		}
 	}
 	t.Run("single-node", func(t *testing.T) {
 		k := privKafka(t, 1)
