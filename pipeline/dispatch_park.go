@@ -28,9 +28,12 @@ import (
 //     MaxQueueWait in the queue, instead of being queued and parked for its
 //     queue wait later (which sent all but the first seconds of a busy
 //     endpoint's queue round the tiers again and again);
-//   - a delivery back from a park is admitted up to twice those bounds, so
-//     it is not parked again behind the new deliveries that arrived
-//     meanwhile.
+//   - a delivery back from a park is admitted whatever its expected wait,
+//     up to twice EndpointBacklog (1.25 times PartitionBacklog), so it is
+//     not parked again behind the new deliveries that arrived meanwhile;
+//     if it then waits MaxQueueWait in the queue, it is parked for that
+//     (still a known gap: an endpoint over its capacity for long re-parks
+//     its queue this way, see docs/RELIABILITY.md).
 //
 // A park for a pause (429, Retry-After) or for an unwritten sending row
 // (Kafka unavailable) keeps the back-off of [RetryPolicy.Park]: the endpoint
@@ -39,8 +42,8 @@ import (
 // Found by the 3-node broker fault scenario (issue 10): after two cluster
 // outages each endpoint's backlog far exceeded what it drains in
 // MaxQueueWait (its sending-row writes to a 3-replica topic took 141 ms on
-// average on the busy test machine, so it drained ~50 deliveries/s against
-// 40/s arriving). The overflow cycled through the tiers: 468k parks for
+// average on the busy test machine, so a pump that waited for each write
+// drained ~24 deliveries/s of an endpoint receiving 40/s). The overflow cycled through the tiers: 468k parks for
 // backlog and 491k for queue wait in 15 minutes, the deliveries topic grew
 // to 9 records per delivery, and the re-reading starved the machine: 23 % of
 // the deliveries were still parked 5 minutes after the last fault.
