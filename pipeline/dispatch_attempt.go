@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -11,16 +12,29 @@ import (
 	"github.com/hookrelay/hookrelay/pipeline/endpoints"
 )
 
-// maxStartBatch bounds how many attempts of one endpoint the pump starts
-// together (one Sending write for all; the in-flight cap bounds it too).
+// maxStartBatch bounds how many attempts of one endpoint share one
+// sending-row write, and the start window's part beyond the in-flight cap
+// (see pump).
 const maxStartBatch = 64
 
 // release gives back the in-flight slot an attempt of q held, and drops q
 // from the partition's map once it is idle and empty.
 func (d *Dispatcher) release(p *partState, q *endpointQueue) {
 	q.lim.Release()
+	q.signalSlot()
+	d.unstart(p, q, nil)
+}
+
+// unstart ends an attempt of q that holds no in-flight slot: a delivery
+// still in the start window (it, not nil: it ended before its request) or
+// one whose slot was just released, and drops q from the partition's map
+// once it is idle and empty.
+func (d *Dispatcher) unstart(p *partState, q *endpointQueue, it *item) {
 	p.mu.Lock()
 	q.active--
+	if it != nil {
+		q.leaveWindow(it)
+	}
 	if q.active == 0 && !q.running && q.len() == 0 && p.queues[q.id] == q {
 		delete(p.queues, q.id)
 	}
@@ -28,14 +42,12 @@ func (d *Dispatcher) release(p *partState, q *endpointQueue) {
 	q.signal()
 }
 
-// startAttempts starts one attempt of each of its (deliveries of q, each
-// holding one of the endpoint's in-flight slots): those the endpoint no
-// longer accepts, or that expired, end here; the Sending rows of the rest
-// are written together, durably, before any of their requests leaves, so a
-// request that may have reached the endpoint always has a row, whenever the
-// process dies. Without them, no request. Called by q's pump, which waits:
-// attempts that become ready meanwhile form the next batch, so at load one
-// write (and one wait) serves many attempts.
+// startAttempts starts one attempt of each of its (deliveries of q, in its
+// start window): those the endpoint no longer accepts, or that expired, end
+// here; the Sending rows of the rest are written together, durably, before
+// any of their requests leaves, so a request that may have reached the
+// endpoint always has a row, whenever the process dies. Without them, no
+// request. Each written attempt then waits for its slot (attempt).
 func (d *Dispatcher) startAttempts(p *partState, q *endpointQueue, its []*item) {
 	now := d.now()
 	ep, ok := d.o.Endpoints.Get(q.id)
@@ -46,12 +58,12 @@ func (d *Dispatcher) startAttempts(p *partState, q *endpointQueue, its []*item) 
 	rows := make([]*audit.Attempt, 0, len(its))
 	for _, it := range its {
 		if v := checkIdentity(&it.meta, ep); v.outcome != "" {
-			d.release(p, q)
+			d.unstart(p, q, it)
 			d.complete(p, it.off, d.refuse(it, ep, v, now))
 			continue
 		}
 		if d.o.Policy.Expired(it.meta, now) {
-			d.release(p, q)
+			d.unstart(p, q, it)
 			d.complete(p, it.off, d.conclude(it, ep, audit.Expired, now))
 			continue
 		}
@@ -65,7 +77,7 @@ func (d *Dispatcher) startAttempts(p *partState, q *endpointQueue, its []*item) 
 	faultPoint("crash-before-started")
 	if err := d.started(p, rows); err != nil {
 		for _, it := range send {
-			d.release(p, q)
+			d.unstart(p, q, it)
 			if p.ctx.Err() != nil {
 				continue // revoked: nothing sent; the next owner sends it
 			}
@@ -82,16 +94,86 @@ func (d *Dispatcher) startAttempts(p *partState, q *endpointQueue, its []*item) 
 	}
 }
 
+// awaitSlot waits until the attempt, whose token the pump took, may make
+// its request: it takes one of q's in-flight slots (ratelimit.Endpoint.Begin),
+// waiting for a release or the end of a short pause. It returns nil when the
+// slot is taken (release it), else why the request must not be made: the
+// partition was revoked or the dispatcher is stopping (q is closed: a
+// shutdown waits for requests in flight, not for those yet to begin), or the endpoint is paused until
+// the returned time for at least the smallest tier (errPaused).
+func (d *Dispatcher) awaitSlot(p *partState, q *endpointQueue) (time.Time, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := p.ctx.Err(); err != nil {
+			return time.Time{}, err
+		}
+		select {
+		case <-q.done:
+			return time.Time{}, context.Canceled
+		default:
+		}
+		now := d.now()
+		w, err := q.lim.Begin(now)
+		if err == nil && w == 0 {
+			q.signalSlot() // another slot may be free: pass the wake on
+			return time.Time{}, nil
+		}
+		var tc <-chan time.Time
+		if err == nil { // a pause
+			if until := q.lim.PausedUntil(); until.Sub(now) >= d.o.Policy.MinHold() {
+				return until, errPaused
+			}
+			if timer == nil {
+				timer = time.NewTimer(w)
+			} else {
+				timer.Reset(w)
+			}
+			tc = timer.C
+		}
+		select {
+		case <-q.slot:
+		case <-tc:
+		case <-q.done:
+		case <-p.ctx.Done():
+		}
+		if timer != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// errPaused is awaitSlot's reason for a pause of at least the smallest tier.
+var errPaused = errors.New("endpoint paused")
+
 // attempt makes the request of attempt attemptID of it, whose Sending row
-// is written, and reports the result. Owner: the partition's wg; it holds
-// one of the endpoint's in-flight slots.
+// is written at now, once it has a slot (awaitSlot), and reports the
+// result. Owner: the partition's wg; it is in q's start window until its
+// request begins, and then holds one of the endpoint's in-flight slots.
 func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item, ep *endpoints.Endpoint, attemptID string, now time.Time) {
 	defer p.wg.Done()
+	if until, err := d.awaitSlot(p, q); err != nil {
+		d.unstart(p, q, it)
+		d.notSent(p, it, ep, attemptID, until, err, now)
+		return
+	}
+	p.mu.Lock()
+	q.leaveWindow(it)
+	p.mu.Unlock()
+	q.signal() // room in the start window
 	ctx := context.Background()
 	d.m.inFlight.Add(ctx, 1)
+	begun := d.now()
 	res := d.o.Attempter.Attempt(p.ctx, ep, it.value, &it.meta, now)
 	d.m.inFlight.Add(ctx, -1)
-	d.pacer.observe(q.id, d.now().Sub(now)) // sending row and request: the endpoint's pace (dispatch_park.go)
+	d.pacer.observe(q.id, d.now().Sub(begun)) // the request: the endpoint's pace (dispatch_park.go)
 	faultPoint("crash-after-response")
 	if res.PauseUntil.After(now) {
 		q.lim.Pause(d.o.Policy.CapPause(res.PauseUntil, now))
@@ -108,6 +190,32 @@ func (d *Dispatcher) attempt(p *partState, q *endpointQueue, it *item, ep *endpo
 		return
 	}
 	d.complete(p, it.off, d.decided(it, ep, attemptID, &res, now))
+}
+
+// notSent ends attempt attemptID of it, whose sending row is written but
+// whose request was not made (awaitSlot's why), with its outcome row, so
+// the log shows no attempt in doubt: revoked or stopping, the row is tied to no offset
+// (the next owner sends the delivery); paused until until, the delivery is
+// parked until then without consuming an attempt, and the row commits
+// with it.
+func (d *Dispatcher) notSent(p *partState, it *item, ep *endpoints.Endpoint, attemptID string, until time.Time, why error, now time.Time) {
+	row := attemptRow(it, ep, audit.RetryScheduled, now)
+	row.AttemptID = attemptID
+	if !errors.Is(why, errPaused) {
+		row.ErrorClass = "canceled"
+		row.ErrorMessage = "not sent: the partition was revoked or the dispatcher stopped before the request was made; the delivery's next owner sends it"
+		d.doneMu.Lock()
+		d.loose = append(d.loose, d.attemptRecord(row)...)
+		d.doneMu.Unlock()
+		return
+	}
+	row.ErrorClass = "not_sent"
+	row.ErrorMessage = "endpoint paused (Retry-After) before the request was made; not sent, parked until the pause ends"
+	row.NextAttemptAt = d.o.Policy.CapPause(until, now)
+	rows := d.attemptRecord(row)
+	d.park(p, it, "paused", until, d.now(), func(p *partState, off int64, out []*kgo.Record) {
+		d.complete(p, off, append(rows, out...))
+	})
 }
 
 // canceledRow is the outcome row of an attempt cut short by the revocation
@@ -177,6 +285,10 @@ func (d *Dispatcher) started(p *partState, rows []*audit.Attempt) error {
 	defer cancel()
 	start := d.now()
 	err := d.o.Attempts.Started(ctx, rows...)
-	d.m.startLatency.Record(context.Background(), d.now().Sub(start).Seconds())
+	took := d.now().Sub(start)
+	d.m.startLatency.Record(context.Background(), took.Seconds())
+	if err == nil {
+		d.pacer.observeWrite(took)
+	}
 	return err
 }

@@ -9,15 +9,24 @@ import (
 )
 
 // pump is the one goroutine that starts attempts for q. It never sleeps in
-// anyone else's way: it waits on the endpoint's own pause, bucket, in-flight
-// cap or held due time, and exits when the queue is empty. Each batch it
-// takes is started (sending rows, then requests) on a goroutine of its own,
-// so the sending-row writes of consecutive batches overlap, up to the
-// endpoint's in-flight cap (the slots are taken before the write): an
-// endpoint's throughput is its in-flight cap per attempt time, not one
-// batch per sending-row write (issue 10: at 141 ms per write on a busy
-// 3-replica cluster, a sequential pump drained ~24 deliveries/s of an
-// endpoint receiving 40). Owner: the partition's wg.
+// anyone else's way: it waits on the endpoint's own start window or held
+// due time, and exits when the queue is empty.
+//
+// An attempt has two stages: its sending row is written (durably, before
+// any request), then it waits for one of the endpoint's in-flight slots and
+// a token of its bucket (awaitSlot) and makes the request. The pump starts
+// the first stage, in batches (one write for up to maxStartBatch), on
+// goroutines of their own, each with a token of the bucket (so the writes
+// are paced at the endpoint's rate), for as many deliveries as its start
+// window allows: its in-flight cap plus the deliveries it sends in one
+// sending-row write's time (busyPacer.startWindow). So the in-flight cap
+// bounds the requests open at the endpoint, as it promises, and the write
+// is no longer part of the time a slot is held: an endpoint's throughput is
+// its in-flight cap per request time, not per request plus write (issue 10:
+// at 141–404 ms per write on a busy 3-replica cluster, 8 slots held across
+// the write drained ~20–24 deliveries/s of an endpoint receiving 40, in
+// batches of one). The window keeps the time between a sending row and its
+// request near one write. Owner: the partition's wg.
 func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 	defer p.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -49,14 +58,17 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 			}
 			wait = q.held[0].meta.DueAt.Sub(now)
 		} else {
-			w, err := q.lim.Acquire(now)
-			if err == nil && w == 0 {
-				batch := d.takeReady(p, q, now)
+			room := d.pacer.startWindow(q.id, q.lim.Limit()) - q.starting
+			var w time.Duration
+			if room > 0 {
+				w = q.lim.Take(now)
+			}
+			if room > 0 && w == 0 {
+				batch := d.takeReady(p, q, room, now)
 				p.mu.Unlock()
 				d.m.backlog.Add(context.Background(), -int64(len(batch)))
 				// The batch's sending rows are written while the pump
-				// goes on: the next batch (its own slots, taken above)
-				// need not wait for this write. Owner: the partition's wg.
+				// goes on. Owner: the partition's wg.
 				p.wg.Add(1)
 				go func() {
 					defer p.wg.Done()
@@ -64,11 +76,12 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 				}()
 				continue
 			}
-			if err == nil {
+			// The window is full (an attempt that begins its request
+			// wakes us), or the bucket is empty or the endpoint paused
+			// (w). Either way, wake when the head's queue wait runs out.
+			if room > 0 {
 				wait = w
 			}
-			// Otherwise the in-flight cap is reached: a Release wakes us.
-			// Either way, wake when the head's queue wait runs out.
 			if left := q.ready[0].queuedAt.Add(d.o.MaxQueueWait).Sub(now) + time.Millisecond; wait < 0 || left < wait {
 				wait = left
 			}
@@ -91,20 +104,22 @@ func (d *Dispatcher) pump(p *partState, q *endpointQueue) {
 	}
 }
 
-// takeReady pops q's head, whose in-flight slot and token the caller just
-// acquired, and as many more ready deliveries as the endpoint's pacing lets
-// start at once (at most maxStartBatch), each holding a slot. Called with
-// the partition lock held.
-func (d *Dispatcher) takeReady(p *partState, q *endpointQueue, now time.Time) []*item {
-	batch := make([]*item, 0, min(len(q.ready), maxStartBatch))
+// takeReady pops q's head, whose token the caller just took, into the
+// start window, and as many more ready deliveries as the bucket gives
+// tokens for now, up to room and maxStartBatch. Called with the partition
+// lock held.
+func (d *Dispatcher) takeReady(p *partState, q *endpointQueue, room int, now time.Time) []*item {
+	batch := make([]*item, 0, min(len(q.ready), room, maxStartBatch))
 	for {
-		batch = append(batch, q.pop())
+		it := q.pop()
+		batch = append(batch, it)
 		p.backlog--
 		q.active++
-		if len(q.ready) == 0 || len(batch) == maxStartBatch {
+		q.enterWindow(it)
+		if len(q.ready) == 0 || len(batch) == cap(batch) {
 			return batch
 		}
-		if w, err := q.lim.Acquire(now); err != nil || w != 0 {
+		if q.lim.Take(now) != 0 {
 			return batch // a refusal takes nothing
 		}
 	}

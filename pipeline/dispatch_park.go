@@ -52,25 +52,74 @@ import (
 var busyParkReasons = map[string]bool{"backlog": true, "partition_backlog": true, "memory": true, "queue_wait": true}
 
 // Pace estimate bounds: an endpoint's time per delivery is its measured
-// service time (sending row and request, exponentially averaged with weight
-// paceWeight) divided by its in-flight cap, and no less than its rate's
-// interval; before any measurement, defaultServiceTime.
+// service time (its requests, exponentially averaged with weight
+// paceWeight) divided by its in-flight cap, no less than its rate's
+// interval, and no less than the dispatcher's sending-row write time
+// (averaged the same way) divided by the largest start window; before any
+// measurement, defaultServiceTime and defaultWriteTime.
 const (
 	defaultServiceTime = 100 * time.Millisecond
+	defaultWriteTime   = 10 * time.Millisecond
 	paceWeight         = 0.2
 )
 
 // busyPacer holds, per endpoint, the measured service time and the next
-// free slot for a busy park. Safe for concurrent use; its lock is a leaf
-// (nothing is taken while holding it).
+// free slot for a busy park, and the measured sending-row write time (one
+// for all endpoints: it is the cluster's). Safe for concurrent use; its
+// lock is a leaf (nothing is taken while holding it).
 type busyPacer struct {
-	mu sync.Mutex
-	m  map[string]*endpointPace
+	mu    sync.Mutex
+	m     map[string]*endpointPace
+	write time.Duration // average sending-row write
 }
 
 type endpointPace struct {
-	service time.Duration // average time from the start of an attempt to its end
+	service time.Duration // average time of a request
 	next    time.Time     // the earliest slot the next busy park may take
+}
+
+// ewma is the running average of avg with one more sample took.
+func ewma(avg, took time.Duration) time.Duration {
+	if avg == 0 {
+		return took
+	}
+	return time.Duration(paceWeight*float64(took) + (1-paceWeight)*float64(avg))
+}
+
+// observeWrite records that a sending-row write took took.
+func (b *busyPacer) observeWrite(took time.Duration) {
+	if took <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.write = ewma(b.write, took)
+	b.mu.Unlock()
+}
+
+// writeTime is the average sending-row write; mu held.
+func (b *busyPacer) writeTime() time.Duration {
+	if b.write == 0 {
+		return defaultWriteTime
+	}
+	return b.write
+}
+
+// startWindow is how many attempts of endpoint id may be in its start
+// window (sending row being written, or written and waiting for a slot; see
+// pump) at lim's limits: its in-flight cap, plus what it sends in one
+// write's time at its pace (at least 1, at most maxStartBatch). So a write
+// never starves the endpoint's slots, and a written attempt waits about one
+// write for its request.
+func (b *busyPacer) startWindow(id string, lim ratelimit.Limit) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.m[id]
+	if e == nil {
+		e = &endpointPace{}
+	}
+	per := e.requestPace(lim)
+	extra := int((b.writeTime() + per - 1) / per)
+	return max(lim.MaxInFlight, 1) + min(max(extra, 1), maxStartBatch)
 }
 
 // pace returns the entry of id (created on first use); mu held.
@@ -95,16 +144,12 @@ func (b *busyPacer) observe(id string, took time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.pace(id)
-	if e.service == 0 {
-		e.service = took
-		return
-	}
-	e.service = time.Duration(paceWeight*float64(took) + (1-paceWeight)*float64(e.service))
+	e.service = ewma(e.service, took)
 }
 
-// perDelivery is the time the endpoint needs per delivery at lim's limits;
-// mu held.
-func (e *endpointPace) perDelivery(lim ratelimit.Limit) time.Duration {
+// requestPace is the time the endpoint needs per request at lim's limits
+// (its in-flight cap and rate); mu held.
+func (e *endpointPace) requestPace(lim ratelimit.Limit) time.Duration {
 	service := e.service
 	if service == 0 {
 		service = defaultServiceTime
@@ -116,14 +161,22 @@ func (e *endpointPace) perDelivery(lim ratelimit.Limit) time.Duration {
 	return max(per, time.Microsecond)
 }
 
+// paceOf is the time endpoint e needs per delivery at lim's limits:
+// its request pace, or its sending-row writes' when those are slower (one
+// write per full start window); mu held.
+func (b *busyPacer) paceOf(e *endpointPace, lim ratelimit.Limit) time.Duration {
+	return max(e.requestPace(lim), b.writeTime()/time.Duration(max(lim.MaxInFlight, 1)+maxStartBatch))
+}
+
 // perDelivery is the time endpoint id needs per delivery at lim's limits.
 func (b *busyPacer) perDelivery(id string, lim ratelimit.Limit) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := b.m[id]; e != nil {
-		return e.perDelivery(lim)
+	e := b.m[id]
+	if e == nil {
+		e = &endpointPace{}
 	}
-	return (&endpointPace{}).perDelivery(lim)
+	return b.paceOf(e, lim)
 }
 
 // reserve returns when a delivery of endpoint id, parked now behind queued
@@ -134,7 +187,7 @@ func (b *busyPacer) reserve(id string, lim ratelimit.Limit, queued int, now time
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.pace(id)
-	per := e.perDelivery(lim)
+	per := b.paceOf(e, lim)
 	due := now.Add(time.Duration(queued) * per)
 	if e.next.After(due) {
 		due = e.next

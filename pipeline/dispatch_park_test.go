@@ -1,12 +1,17 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookrelay/hookrelay/audit"
 
 	"github.com/hookrelay/hookrelay/pipeline/delivery"
 	"github.com/hookrelay/hookrelay/ratelimit"
@@ -162,4 +167,93 @@ func TestArrivalParkedWhenItWouldWaitTooLong(t *testing.T) {
 	if r, _ := d.parkReason(p, q, back, now); r != "" {
 		t.Fatalf("a delivery back from a park behind 55 s of work: park reason %q; want admitted (it waited its turn)", r)
 	}
+}
+
+// slowAttempts is an attempt log whose sending-row writes take delay, and
+// which records the rows of each write.
+type slowAttempts struct {
+	memAttempts
+	delay  time.Duration
+	mu     sync.Mutex
+	writes []int // rows per write
+}
+
+func (s *slowAttempts) Started(ctx context.Context, rows ...*audit.Attempt) error {
+	time.Sleep(s.delay) // the write's latency: what the test is about
+	s.mu.Lock()
+	s.writes = append(s.writes, len(rows))
+	s.mu.Unlock()
+	return s.memAttempts.Started(ctx, rows...)
+}
+
+// TestSlowSendingRowWritesDoNotHoldInFlightSlots: the in-flight cap bounds
+// the requests open at an endpoint, not its sending-row writes. With writes
+// slower than requests, a write carries more deliveries than the cap (the
+// start window, dispatch_endpoint.go), while the requests open at once never
+// exceed it. Before, each attempt took its in-flight slot before its
+// sending row was written, so no write ever carried more than the cap and
+// the endpoint's throughput was its cap per write (issue 10: at 141–404 ms
+// per write on the busy 3-node cluster, ~20 deliveries/s of an endpoint
+// receiving 40).
+func TestSlowSendingRowWritesDoNotHoldInFlightSlots(t *testing.T) {
+	topics := NewTopics("sw.")
+	policy, err := NewRetryPolicy(retrytiers.DefaultSchedule(), topics, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, append([]string{topics.Deliveries, topics.DLQ, topics.Attempts, topics.EndpointStatus}, policy.Tiers().Topics()...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n, inFlight = 200, 2
+	for i := range n {
+		m := delivery.Meta{DeliveryID: fmt.Sprintf("d%03d", i), WebhookID: "msg_sw", EndpointID: "ep", Attempt: 1}
+		if err := prod.ProduceSync(context.Background(), &kgo.Record{Topic: topics.Deliveries, Key: []byte("ep"), Value: []byte(`{}`), Headers: m.Headers()}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	att := newFakeAttempter()
+	log := &slowAttempts{delay: 50 * time.Millisecond}
+	d, err := NewDispatcher(DispatcherOptions{
+		Brokers: c.ListenAddrs(), KafkaOptions: []kgo.Opt{kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())},
+		Topics: topics, Group: "sw.dispatch", TransactionalID: "sw.dispatch-test",
+		Endpoints: fakeEndpoints{"ep": testEndpoint("ep", inFlight)}, Attempter: att, Attempts: log,
+		Policy: policy, FlushInterval: 20 * time.Millisecond, MaxQueueWait: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitFor(t, "every delivery attempted", func() bool { got, _ := att.count("ep"); return got >= n })
+	calls, peak := att.count("ep")
+	if calls != n {
+		t.Errorf("%d attempts of %d deliveries; want each once", calls, n)
+	}
+	if peak > inFlight {
+		t.Errorf("%d requests open at once; the in-flight cap is %d", peak, inFlight)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	most := 0
+	for _, w := range log.writes {
+		most = max(most, w)
+	}
+	if most <= inFlight {
+		t.Errorf("the largest sending-row write carried %d rows (writes %v); want more than the in-flight cap %d: slow writes must not hold slots", most, log.writes, inFlight)
+	}
+	t.Logf("%d writes for %d deliveries, largest %d rows, peak in flight %d", len(log.writes), n, most, peak)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // endpointQueue holds one endpoint's deliveries on one partition. All
-// fields but wake are guarded by the partition's mu.
+// fields but the channels are guarded by the partition's mu.
 type endpointQueue struct {
 	id      string
 	lim     *ratelimit.Endpoint
@@ -19,14 +19,21 @@ type endpointQueue struct {
 	held    heldHeap // due later (the remainder of a delay below the smallest tier)
 	running bool     // a pump goroutine serves the queue
 	active  int      // attempts started from this queue and not yet ended
-	closed  bool
-	bytes   int64         // itemSize of every queued item
-	total   *atomic.Int64 // the dispatcher's held bytes, which bytes is part of
-	wake    chan struct{} // buffered(1): something changed, re-evaluate
+	// starting counts the attempts of active that have not begun their
+	// request: their sending rows are being written, or are written and
+	// the attempt waits for an in-flight slot (the start
+	// window, see pump).
+	starting int
+	closed   bool
+	bytes    int64         // itemSize of every queued item
+	total    *atomic.Int64 // the dispatcher's held bytes, which bytes is part of
+	wake     chan struct{} // buffered(1): something changed, re-evaluate
+	slot     chan struct{} // buffered(1): an in-flight slot was released (awaitSlot)
+	done     chan struct{} // closed by closeQueue: attempts yet to begin end (awaitSlot)
 }
 
 func newEndpointQueue(id string, lim *ratelimit.Endpoint, total *atomic.Int64) *endpointQueue {
-	return &endpointQueue{id: id, lim: lim, total: total, wake: make(chan struct{}, 1)}
+	return &endpointQueue{id: id, lim: lim, total: total, wake: make(chan struct{}, 1), slot: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // itemSize is what a queued delivery counts against the memory budget, in
@@ -112,11 +119,35 @@ func (q *endpointQueue) signal() {
 	}
 }
 
+// signalSlot wakes one attempt waiting in awaitSlot.
+func (q *endpointQueue) signalSlot() {
+	select {
+	case q.slot <- struct{}{}:
+	default:
+	}
+}
+
 // closeQueue makes the pump exit at its next turn; items still queued are
 // not attempted and stay uncommitted.
 func (q *endpointQueue) closeQueue() {
+	if !q.closed {
+		close(q.done)
+	}
 	q.closed = true
 	q.signal()
+}
+
+// enterWindow counts it, just popped, in q's start window: it still counts
+// against the memory budget until its request begins (leaveWindow).
+func (q *endpointQueue) enterWindow(it *item) {
+	q.starting++
+	q.total.Add(it.size)
+}
+
+// leaveWindow ends it's time in q's start window (enterWindow).
+func (q *endpointQueue) leaveWindow(it *item) {
+	q.starting--
+	q.total.Add(-it.size)
 }
 
 type heldHeap []*item

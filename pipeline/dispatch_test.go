@@ -287,7 +287,10 @@ func TestDispatcherWakesAfterQueueDrained(t *testing.T) {
 		defer d.mu.Unlock()
 		for _, p := range d.parts {
 			p.mu.Lock()
-			n := p.backlog
+			n := p.backlog // queued, or written and waiting for a slot
+			if q := p.queues["ep"]; q != nil {
+				n += q.starting
+			}
 			p.mu.Unlock()
 			if n == 3 {
 				return true

@@ -91,6 +91,12 @@ func New(l Limit) (*Endpoint, error) {
 // A refusal never consumes a token, so waiting never counts against the
 // endpoint's rate (or against any delivery's retry budget).
 func (e *Endpoint) Acquire(now time.Time) (time.Duration, error) {
+	return e.admit(now, true)
+}
+
+// admit takes an in-flight slot at now, and a token if withToken, or
+// takes nothing and says why (see Acquire).
+func (e *Endpoint) admit(now time.Time, withToken bool) (time.Duration, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if now.Before(e.pauseUntil) {
@@ -99,16 +105,51 @@ func (e *Endpoint) Acquire(now time.Time) (time.Duration, error) {
 	if e.inFlight >= e.limit.MaxInFlight {
 		return 0, ErrInFlight
 	}
-	r := e.bucket.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return d, nil
+	if withToken {
+		if d := e.token(now); d > 0 {
+			return d, nil
+		}
 	}
 	e.inFlight++
 	return 0, nil
 }
 
-// Release ends a request started by a successful Acquire.
+// token takes a token at now, or returns the wait for one, taking nothing;
+// mu held.
+func (e *Endpoint) token(now time.Time) time.Duration {
+	r := e.bucket.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+// Take takes the token of one request, whose in-flight slot [Endpoint.Begin]
+// takes later (a caller that must do something durable before the request,
+// such as writing its log row, paces that by the bucket and holds no slot
+// meanwhile). It returns 0 when the token is taken, else how long to wait:
+// the time left of a pause, or until a token is available. A refusal takes
+// nothing.
+func (e *Endpoint) Take(now time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now.Before(e.pauseUntil) {
+		return e.pauseUntil.Sub(now)
+	}
+	return e.token(now)
+}
+
+// Begin takes an in-flight slot for a request whose token [Endpoint.Take]
+// took. On success it returns (0, nil) and the caller must call
+// [Endpoint.Release] exactly once when the request ends. Otherwise nothing
+// is taken: the endpoint is paused (the time left, nil), or the in-flight
+// cap is reached (0, [ErrInFlight]).
+func (e *Endpoint) Begin(now time.Time) (time.Duration, error) {
+	return e.admit(now, false)
+}
+
+// Release ends a request started by a successful Acquire or Begin.
 func (e *Endpoint) Release() {
 	e.mu.Lock()
 	if e.inFlight > 0 {

@@ -138,3 +138,33 @@ func ExampleEndpoint_Acquire() {
 	// 0s <nil>
 	// 200ms <nil>
 }
+
+// TestTakeThenBegin: a request paced in two steps (its token at Take, its
+// slot at Begin, so a caller holds no slot while it writes its log row)
+// obeys the same rate, cap and pause as Acquire.
+func TestTakeThenBegin(t *testing.T) {
+	e := mustNew(t, Limit{RatePerSec: 10, MaxInFlight: 1})
+	if w := e.Take(t0); w != 0 {
+		t.Fatalf("first Take waits %v; want 0 (full bucket of 1)", w)
+	}
+	if w := e.Take(t0); w <= 0 || w > 100*time.Millisecond {
+		t.Fatalf("second Take at the same instant waits %v; want (0, 100ms] at 10/s", w)
+	}
+	if e.InFlight() != 0 {
+		t.Fatalf("Take took a slot: %d in flight", e.InFlight())
+	}
+	if w, err := e.Begin(t0); w != 0 || err != nil {
+		t.Fatalf("Begin = %v, %v; want a slot", w, err)
+	}
+	if _, err := e.Begin(t0); !errors.Is(err, ErrInFlight) {
+		t.Fatalf("second Begin: %v; want ErrInFlight at cap 1", err)
+	}
+	e.Release()
+	e.Pause(t0.Add(time.Minute))
+	if w := e.Take(t0.Add(time.Second)); w != 59*time.Second {
+		t.Fatalf("Take during a pause waits %v; want the 59s left", w)
+	}
+	if w, err := e.Begin(t0.Add(time.Second)); w != 59*time.Second || err != nil {
+		t.Fatalf("Begin during a pause = %v, %v; want the 59s left", w, err)
+	}
+}

@@ -286,7 +286,7 @@ func (r *rig) attemptRows() (all, uncertain map[[2]string]int, err error) {
 	conn := stack.ClickHouse(r.t)
 	all, uncertain = map[[2]string]int{}, map[[2]string]int{}
 	err = withCtx(30*time.Second, func(ctx context.Context) error {
-		rows, err := conn.Query(ctx, `SELECT endpoint_id, webhook_id, count(), countIf(outcome = 'interrupted' OR error_class = 'canceled') FROM `+r.db+`.attempts FINAL GROUP BY endpoint_id, webhook_id`)
+		rows, err := conn.Query(ctx, `SELECT endpoint_id, webhook_id, count(), countIf(outcome = 'interrupted' OR error_class IN ('canceled', 'not_sent')) FROM `+r.db+`.attempts FINAL GROUP BY endpoint_id, webhook_id`)
 		if err != nil {
 			return err
 		}
