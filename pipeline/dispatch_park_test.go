@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -256,4 +257,77 @@ func TestSlowSendingRowWritesDoNotHoldInFlightSlots(t *testing.T) {
 		t.Errorf("the largest sending-row write carried %d rows (writes %v); want more than the in-flight cap %d: slow writes must not hold slots", most, log.writes, inFlight)
 	}
 	t.Logf("%d writes for %d deliveries, largest %d rows, peak in flight %d", len(log.writes), n, most, peak)
+}
+
+// windowAttempt runs, synchronously, the second stage of an attempt whose
+// sending row is written (it is in q's start window) on partition p, with
+// no attempter: a request would panic.
+func windowAttempt(d *Dispatcher, p *partState, q *endpointQueue, it *item, now time.Time) {
+	p.mu.Lock()
+	p.queues[q.id] = q
+	q.active++
+	q.enterWindow(it)
+	p.mu.Unlock()
+	p.wg.Add(1)
+	d.attempt(p, q, it, testEndpoint("ep", 1), "att-1", now)
+}
+
+// TestWrittenAttemptNotSentWhenPausedOrStopped: an attempt whose sending
+// row is written but whose request has not begun is not sent when its
+// endpoint is paused (429) for at least the smallest tier meanwhile: its
+// outcome row says not_sent and the delivery is parked for the pause,
+// without consuming an attempt, committed together; at a shutdown (queue
+// closed) it is not sent either, and its row (canceled) is tied to no
+// offset. Either way it leaves the start window and the memory budget.
+func TestWrittenAttemptNotSentWhenPausedOrStopped(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []string{"paused", "stopped"} {
+		t.Run(tc, func(t *testing.T) {
+			d, q := busyDispatcher(t, 100, ratelimit.Limit{RatePerSec: 1000, MaxInFlight: 1}, 0, now)
+			d.o.Topics, d.o.Now = NewTopics("p."), time.Now
+			it := &item{off: 7, key: []byte("ep"), value: []byte(`{}`), size: 10,
+				meta: delivery.Meta{DeliveryID: "d7", WebhookID: "msg", EndpointID: "ep", Attempt: 2}}
+			p := &partState{ctx: context.Background(), queues: map[string]*endpointQueue{}}
+			if tc == "paused" {
+				q.lim.Pause(now.Add(10 * time.Minute))
+			} else {
+				q.closeQueue()
+			}
+			windowAttempt(d, p, q, it, now)
+			if q.starting != 0 || q.active != 0 || q.total.Load() != 0 {
+				t.Fatalf("after the attempt: starting %d, active %d, held bytes %d; want 0, 0, 0", q.starting, q.active, q.total.Load())
+			}
+			var rows, tiers []*kgo.Record
+			var offs []int64
+			for _, c := range d.done {
+				offs = append(offs, c.off)
+				for _, r := range c.out {
+					if r.Topic == d.o.Topics.Attempts {
+						rows = append(rows, r)
+					} else {
+						tiers = append(tiers, r)
+					}
+				}
+			}
+			if tc == "stopped" {
+				if len(d.done) != 0 || len(d.loose) != 1 || !bytes.Contains(d.loose[0].Value, []byte(`"canceled"`)) {
+					t.Fatalf("stopped: %d completions, loose %d; want none and one canceled row tied to no offset", len(d.done), len(d.loose))
+				}
+				return
+			}
+			if len(offs) != 1 || offs[0] != 7 || len(rows) != 1 || len(tiers) != 1 {
+				t.Fatalf("paused: completions at %v with %d rows and %d tier records; want one at offset 7 with one of each", offs, len(rows), len(tiers))
+			}
+			if !bytes.Contains(rows[0].Value, []byte(`"not_sent"`)) || !bytes.Contains(rows[0].Value, []byte(`"att-1"`)) {
+				t.Fatalf("outcome row %s; want error class not_sent for attempt att-1", rows[0].Value)
+			}
+			m, err := delivery.ParseMeta(tiers[0].Headers)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Attempt != 2 || m.Parks != 1 || m.DueAt.Before(now.Add(10*time.Minute).Truncate(time.Millisecond)) {
+				t.Fatalf("parked: attempt %d, parks %d, due +%v; want attempt 2 (none consumed), 1 park, due at the pause's end (headers carry milliseconds)", m.Attempt, m.Parks, m.DueAt.Sub(now))
+			}
+		})
+	}
 }
