@@ -234,10 +234,10 @@ func (o *DispatcherOptions) validate() error {
 //	dispatch_followups.go    what a commit retires: its offsets and follow-ups, what waits
 //	dispatch_release.go      after a commit or an abort: held work, resumes, bookkeeping
 //	dispatch_accept.go     a fetched record joins its endpoint's queue (or is parked)
-//	dispatch_endpoint.go   an endpoint's queue and its pump goroutine
-//	dispatch_attempt.go    one attempt: sending row, request, decision
+//	dispatch_endpoint.go   an endpoint's queue, its pump goroutine and start window
+//	dispatch_attempt.go    one attempt: sending row, in-flight slot, request, decision
 //	dispatch_outcome.go    a delivery's end (finish, complete, park, parkBusy, conclude) and its records
-//	dispatch_park.go       busy parks: the slot a busy endpoint's overflow comes back at
+//	dispatch_park.go       busy parks and pace: when a busy endpoint's overflow comes back, the start window
 //	identity.go            checkIdentity and refuse (a delivery not sent)
 //	dispatch_metrics.go    metric attributes and gauges
 //
