@@ -318,12 +318,16 @@ const maxIDSeconds = 10000
 // With an EventID, WebhookID or DeliveryID filter it first reads the
 // seconds that id's attempts were made at from the attempt_ids index
 // (migration 0004) and restricts the read to them (an id with no attempt
-// reads nothing more). Otherwise it reads growing time windows first: the
-// newest 5 minutes, hour, day and week before the Before cursor (or the
-// store's clock), and the whole range only when a window holds fewer than
-// q.Limit attempts. A window with q.Limit attempts holds the newest q.Limit
-// overall, so the result is the same, and a busy endpoint's log reads a few
-// minutes of one day partition instead of all of them.
+// reads nothing more). Otherwise it reads the keys of growing time windows
+// first, of logWindows before the Before cursor (or the store's clock): the
+// newest 5 minutes, then the shortest window that would hold twice q.Limit
+// at the rate the last one found (see nextLogWindow), and the whole range
+// only when the week holds fewer than q.Limit attempts. A window with
+// q.Limit attempts holds the newest q.Limit overall, so the result is the
+// same, a busy endpoint's log reads a few minutes of one day partition
+// instead of all of them, and the page's rows are read once, for the
+// window that holds it (three queries for an endpoint with one attempt a
+// minute: 5 minutes' keys, a day's keys, the page).
 func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error) {
 	q, err := q.Validate()
 	if err != nil {
@@ -349,19 +353,43 @@ func (c *Store) Log(ctx context.Context, q audit.Query) ([]audit.Attempt, error)
 	if !q.Until.IsZero() && q.Until.Before(anchor) {
 		anchor = q.Until
 	}
-	for _, w := range logWindows {
+	for w := logWindows[0]; w > 0; {
 		from := anchor.Add(-w)
 		if from.Before(audit.MinTime) || (!q.Since.IsZero() && !from.After(q.Since)) {
 			break
 		}
 		wq := q
 		wq.Since = from
-		out, err := c.readLog(ctx, wq)
-		if err != nil || len(out) >= q.Limit {
-			return out, err
+		k, err := c.readKeys(ctx, wq)
+		if err != nil {
+			return nil, err
 		}
+		if len(k.ids) >= q.Limit {
+			return c.readPage(ctx, wq, k)
+		}
+		w = nextLogWindow(w, len(k.ids), q.Limit)
 	}
 	return c.readLog(ctx, q)
+}
+
+// nextLogWindow returns the logWindows entry to try after window w found
+// n < limit attempts: the smallest longer one that would hold twice the
+// limit at w's rate (so an endpoint with a few attempts a minute skips
+// from 5 minutes to a day in one step), or 0 when w is the last.
+func nextLogWindow(w time.Duration, n, limit int) time.Duration {
+	want := w + 1
+	if n > 0 {
+		want = max(want, time.Duration(float64(w)*2*float64(limit)/float64(n)))
+	}
+	for _, next := range logWindows {
+		if next >= want {
+			return next
+		}
+	}
+	if w < logWindows[len(logWindows)-1] {
+		return logWindows[len(logWindows)-1]
+	}
+	return 0
 }
 
 // idFilter returns the most selective id filter of q as an attempt_ids
@@ -402,38 +430,58 @@ func (c *Store) idSecondsSQL(endpoint string, kind uint8, id string) string {
 		c.db, quote(endpoint), kind, quote(id), maxIDSeconds+1)
 }
 
+// logKeys are the keys of a log page: quoted attempt IDs and the range of
+// their seconds.
+type logKeys struct {
+	ids    []string
+	lo, hi uint32
+}
+
 // readLog reads one page of q (with the extra conditions) in two steps:
 // its keys, then the rows of those keys.
 func (c *Store) readLog(ctx context.Context, q audit.Query, extra ...string) ([]audit.Attempt, error) {
+	k, err := c.readKeys(ctx, q, extra...)
+	if err != nil {
+		return nil, err
+	}
+	return c.readPage(ctx, q, k, extra...)
+}
+
+// readKeys is readLog's first step: the page's (second, attempt ID).
+func (c *Store) readKeys(ctx context.Context, q audit.Query, extra ...string) (logKeys, error) {
+	var k logKeys
 	keys, err := c.conn.Query(ctx, c.logKeysSQL(q, extra...))
 	if err != nil {
-		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+		return k, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 	}
-	var ids []string
-	var lo, hi uint32
+	defer keys.Close()
 	for keys.Next() {
 		var (
 			sec uint32
 			id  string
 		)
 		if err := keys.Scan(&sec, &id); err != nil {
-			keys.Close()
-			return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+			return k, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 		}
-		if len(ids) == 0 || sec < lo {
-			lo = sec
+		if len(k.ids) == 0 || sec < k.lo {
+			k.lo = sec
 		}
-		hi = max(hi, sec)
-		ids = append(ids, quote(id))
+		k.hi = max(k.hi, sec)
+		k.ids = append(k.ids, quote(id))
 	}
-	keys.Close()
 	if err := keys.Err(); err != nil {
-		return nil, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
+		return k, fmt.Errorf("audit: read log of endpoint %q: %w", q.EndpointID, err)
 	}
-	if len(ids) == 0 {
+	return k, nil
+}
+
+// readPage is readLog's second step: the whole rows of k, which readKeys
+// read for q and extra.
+func (c *Store) readPage(ctx context.Context, q audit.Query, k logKeys, extra ...string) ([]audit.Attempt, error) {
+	if len(k.ids) == 0 {
 		return nil, nil
 	}
-	extra = append(extra, fmt.Sprintf("attempted_at >= %d AND attempted_at <= %d AND attempt_id IN (%s)", lo, hi, strings.Join(ids, ", ")))
+	extra = append(extra, fmt.Sprintf("attempted_at >= %d AND attempted_at <= %d AND attempt_id IN (%s)", k.lo, k.hi, strings.Join(k.ids, ", ")))
 	return c.readRows(ctx, q, c.logSQL(q, extra...))
 }
 

@@ -134,14 +134,27 @@ func (s *Server) endpointStats(w http.ResponseWriter, r *http.Request, p Princip
 	writeJSON(w, http.StatusOK, map[string]any{"endpoint_id": e.ID, "granularity": name, "from": from, "to": to, "buckets": out})
 }
 
-// totalsOf reads the last 24 h of every endpoint of es in one query.
+// stats24hWindow is the window of the endpoints page's stats_24h at now:
+// the 24 whole UTC hours before now's hour, and now's hour so far. Whole
+// hours are read from the attempts_hour view alone; a window of the exact
+// last 24 h would also read a minute of every endpoint for each of ~60
+// minutes at its edges, which at 1,000 endpoints doubled the page's
+// query (BENCHMARKS.md, issue 12). The endpoint's own /health and /stats
+// keep minute precision.
+func stats24hWindow(now time.Time) (since, until time.Time) {
+	h := now.UTC().Truncate(time.Hour)
+	return h.Add(-24 * time.Hour), h.Add(time.Hour)
+}
+
+// totalsOf reads the stats_24h of every endpoint of es (stats24hWindow)
+// in one query.
 func (s *Server) totalsOf(r *http.Request, es []*endpoints.Endpoint) (map[string]*audit.EndpointTotals, error) {
 	refs := make([]audit.EndpointRef, len(es))
 	for i, e := range es {
 		refs[i] = refOf(e)
 	}
-	now := s.o.Now().UTC()
-	ts, err := s.o.Attempts.EndpointTotals(r.Context(), refs, now.Add(-24*time.Hour), now)
+	since, until := stats24hWindow(s.o.Now())
+	ts, err := s.o.Attempts.EndpointTotals(r.Context(), refs, since, until)
 	if err != nil {
 		return nil, err
 	}

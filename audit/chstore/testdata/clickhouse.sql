@@ -565,31 +565,20 @@ FROM
   SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_hour
-  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-    AND tenant IN ('t1', 't2')
+  WHERE (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
     AND hour >= 1740744000 AND hour < 1740834000
   GROUP BY endpoint_id, tenant, outcome, http_status
   UNION ALL
   SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, countMerge(attempts) AS n, count() AS k,
     quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
   FROM audit_sqlcheck.attempts_minute
-  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-    AND tenant IN ('t1', 't2')
-    AND minute >= 1740744000 AND minute < 1740744000
-  GROUP BY endpoint_id, tenant, outcome, http_status
-  UNION ALL
-  SELECT endpoint_id, tenant, toUInt32(maxMerge(last_attempt_at)) AS last, outcome, http_status, countMerge(attempts) AS n, count() AS k,
-    quantilesTimingMergeState(0.5, 0.9, 0.99)(latency) AS lat
-  FROM audit_sqlcheck.attempts_minute
-  WHERE endpoint_id IN ('ep-1', 'ep-2', 'it\'s \\ ep')
-    AND tenant IN ('t1', 't2')
+  WHERE (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
     AND minute >= 1740834000 AND minute < 1740834001
   GROUP BY endpoint_id, tenant, outcome, http_status
 )
 GROUP BY endpoint_id, tenant
 ORDER BY endpoint_id, tenant
 )
-WHERE (endpoint_id, tenant) IN (('ep-1', 't1'), ('ep-2', 't1'), ('it\'s \\ ep', 't2'))
 ;
 
 -- check: drop_partition
