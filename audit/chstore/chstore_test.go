@@ -426,8 +426,8 @@ func TestClickHouseHTTPDetailMigration(t *testing.T) {
 
 // TestClickHouseUnstored: Unstored keeps the rows without a stored row of
 // the same attempt ID and outcome, across endpoints and days, in order, and
-// takes a sink-sized batch (5,000 IDs: the query's text exceeds the
-// default max_query_size).
+// takes a sink-sized batch (5,000 IDs, sent as an external table) and a
+// small one (IDs inlined).
 func TestClickHouseUnstored(t *testing.T) {
 	s := newClickHouse(t)
 	ctx := context.Background()
@@ -454,5 +454,13 @@ func TestClickHouseUnstored(t *testing.T) {
 		if got[i].AttemptID != want[i].AttemptID || got[i].Outcome != want[i].Outcome {
 			t.Fatalf("row %d: %s/%s, want %s/%s", i, got[i].AttemptID, got[i].Outcome, want[i].AttemptID, want[i].Outcome)
 		}
+	}
+	// A small batch (its IDs are inlined, not sent as a table).
+	small, err := s.Unstored(ctx, rows[2490:2510])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := ids(small), ids(rows[2500:2510]); !slices.Equal(g, w) {
+		t.Errorf("Unstored of 20 rows kept %v, want %v", g, w)
 	}
 }

@@ -53,8 +53,17 @@ type Options struct {
 	// read_committed, BlockRebalanceOnPoll).
 	KafkaOptions []kgo.Opt
 	// BatchRows flushes the buffer once it holds this many records.
-	// Optional. Default 5000.
+	// Optional. Default 50,000: ClickHouse inserts rows in batches at a
+	// cost per insert (a part in each table and view), so a backlog drains
+	// at ~35,000 rows/s in batches of 5,000 and ~125,000 in batches of
+	// 50,000 on the benchmark machine (BENCHMARKS.md, scenario 7).
 	BatchRows int
+	// BatchBytes flushes the buffer once its records' values add up to
+	// this many bytes, whatever BatchRows says: the bound on the memory a
+	// batch holds (its decoded rows take about as much again), exceeded by
+	// at most the one poll that crossed it (a fetch, bounded by the
+	// client's fetch options). Optional. Default 32 MiB.
+	BatchBytes int64
 	// FlushInterval flushes the buffer this long after its first record
 	// arrived, however few it holds: the most a record waits before its
 	// insert starts. Optional. Default 200 ms.
@@ -92,7 +101,8 @@ type Options struct {
 
 // Defaults of [Options].
 const (
-	DefaultBatchRows       = 5000
+	DefaultBatchRows       = 50000
+	DefaultBatchBytes      = 32 << 20
 	DefaultFlushInterval   = 200 * time.Millisecond
 	DefaultInsertTimeout   = 30 * time.Second
 	DefaultRetryBackoff    = 100 * time.Millisecond
@@ -247,6 +257,8 @@ func New(opts Options) (*Sink, error) {
 		return nil, errors.New("audit: Options.Store is required")
 	case opts.BatchRows < 0:
 		return nil, fmt.Errorf("audit: Options.BatchRows %d is negative", opts.BatchRows)
+	case opts.BatchBytes < 0:
+		return nil, fmt.Errorf("audit: Options.BatchBytes %d is negative", opts.BatchBytes)
 	}
 	for name, d := range map[string]time.Duration{
 		"FlushInterval": opts.FlushInterval, "InsertTimeout": opts.InsertTimeout, "RetryBackoff": opts.RetryBackoff,
@@ -257,6 +269,7 @@ func New(opts Options) (*Sink, error) {
 		}
 	}
 	setDefault(&opts.BatchRows, DefaultBatchRows)
+	setDefault(&opts.BatchBytes, DefaultBatchBytes)
 	setDefault(&opts.FlushInterval, DefaultFlushInterval)
 	setDefault(&opts.InsertTimeout, DefaultInsertTimeout)
 	setDefault(&opts.RetryBackoff, DefaultRetryBackoff)
@@ -434,6 +447,7 @@ func (s *Sink) dropLost() {
 type batch struct {
 	attempts []audit.Attempt
 	records  int                       // records consumed, valid or not
+	bytes    int64                     // their values' bytes
 	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read, or the oldest held Sending row)
 	started  time.Time                 // when the first record (or Interrupted row) arrived
 	// check: some rows may be stored already (a retry after a failed
@@ -443,11 +457,15 @@ type batch struct {
 }
 
 func (b *batch) reset() {
+	clear(b.attempts) // the rows' strings are not kept alive by the array
 	b.attempts = b.attempts[:0]
-	b.records = 0
+	b.records, b.bytes = 0, 0
 	b.check = false
 	clear(b.offsets)
 }
+
+// full reports whether b holds BatchRows records or BatchBytes bytes.
+func (b *batch) full(o Options) bool { return b.records >= o.BatchRows || b.bytes >= o.BatchBytes }
 
 // pending reports whether b holds anything to insert or commit.
 func (b *batch) pending() bool { return b.records > 0 || len(b.attempts) > 0 }
@@ -638,7 +656,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			s.shutdown(ctx, b)
 			return nil
 		}
-		if b.pending() && (b.records >= s.opts.BatchRows || time.Since(b.started) >= s.opts.FlushInterval) {
+		if b.pending() && (b.full(s.opts) || time.Since(b.started) >= s.opts.FlushInterval) {
 			if !s.flush(ctx, b) {
 				s.shutdown(ctx, b)
 				return nil
@@ -722,6 +740,7 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 			b.started = now
 		}
 		b.records++
+		b.bytes += int64(len(r.Value))
 		ps := s.part(r.Partition)
 		ps.read = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		if r.Offset < ps.checkBelow {

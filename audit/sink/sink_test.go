@@ -306,6 +306,18 @@ func TestSinkBatching(t *testing.T) {
 		// The last 5 wait for the hour-long interval.
 		eventually(t, 20*time.Second, "90 committed", func() bool { return committed(t, brokers) == 90 })
 	})
+	t.Run("BatchBytes", func(t *testing.T) {
+		brokers := newFakeCluster(t)
+		produce(t, brokers, attempts(7))
+		store := &flakyStore{Memory: audit.NewMemory()}
+		// Neither the row count nor the interval can trigger a flush: the
+		// first poll's bytes do (a batch ends past BatchBytes by at most
+		// the poll that crossed it).
+		startSink(t, sink.Options{Brokers: brokers, Topic: sinkTopic, Group: sinkGroup, Store: store,
+			BatchRows: 1000, BatchBytes: 1, FlushInterval: time.Hour})
+		eventually(t, 20*time.Second, "all 7 inserted", func() bool { return storeCount(t, store) == 7 })
+		eventually(t, 20*time.Second, "all committed", func() bool { return committed(t, brokers) == 7 })
+	})
 	t.Run("FlushInterval", func(t *testing.T) {
 		brokers := newFakeCluster(t)
 		produce(t, brokers, attempts(7))
@@ -325,6 +337,7 @@ func TestNewSinkOptions(t *testing.T) {
 		"Group":           func(o *sink.Options) { o.Group = "" },
 		"Store":           func(o *sink.Options) { o.Store = nil },
 		"BatchRows":       func(o *sink.Options) { o.BatchRows = -1 },
+		"BatchBytes":      func(o *sink.Options) { o.BatchBytes = -1 },
 		"FlushInterval":   func(o *sink.Options) { o.FlushInterval = -time.Second },
 		"MaxRetryBackoff": func(o *sink.Options) { o.RetryBackoff, o.MaxRetryBackoff = time.Minute, time.Second },
 		"KafkaOptions":    func(o *sink.Options) { o.KafkaOptions = []kgo.Opt{kgo.MaxProduceRequestsInflightPerBroker(2)} }, // needs idempotency off

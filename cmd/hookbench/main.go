@@ -206,7 +206,7 @@ func main() {
 	fs.IntVar(&o.s6Healthy, "s6-healthy", 10, "scenario 6: healthy endpoints")
 	fs.Float64Var(&o.s6HealthyRate, "s6-healthy-rate", 200, "scenario 6: offered healthy events/s")
 
-	fs.IntVar(&o.s7Attempts, "s7-attempts", 500000, "scenario 7: attempt records the sink drains")
+	fs.IntVar(&o.s7Attempts, "s7-attempts", 1000000, "scenario 7: attempt records the sink drains (a million: the sink inserts 50,000 at a time, and its rate is read from once-a-second samples)")
 	fs.IntVar(&o.s7Rows, "s7-rows", 10000000, "scenario 7: rows in the table queried")
 
 	fs.IntVar(&o.apiRows, "api-rows", 10000000, "scenario api: synthetic attempt rows (over 7 days)")

@@ -13,11 +13,14 @@ const minMemoryBudget = 16 << 20
 // backlog the issue-14 goal bounds) and buffers its transactions' records
 // (parking, follow-ups; an eighth); every consumer stage buffers fetches
 // (the dispatcher an eighth, fan-out, retry relay and audit sink a
-// sixteenth each); the attempts producer the rest (a thirty-second).
-// Shares of stages not run are not given to others: the budget is a bound,
-// not a target.
+// sixteenth each); the attempts producer a thirty-second, and the audit
+// sink's insert batch the rest (a thirty-second: 6 MiB of records at the
+// default budget; a process that runs the audit role alone is given a
+// larger budget to insert in larger batches, see OPERATIONS.md). Shares of
+// stages not run are not given to others: the budget is a bound, not a
+// target.
 type memoryShares struct {
-	DispatchHeld, DispatchFetch, DispatchProduce, StageFetch, AttemptsProduce int64
+	DispatchHeld, DispatchFetch, DispatchProduce, StageFetch, AttemptsProduce, AuditBatch int64
 }
 
 func newMemoryShares(budget int64) memoryShares {
@@ -27,6 +30,7 @@ func newMemoryShares(budget int64) memoryShares {
 		DispatchProduce: budget / 8,
 		StageFetch:      budget / 16,
 		AttemptsProduce: budget / 32,
+		AuditBatch:      budget / 32,
 	}
 }
 

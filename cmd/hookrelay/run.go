@@ -286,6 +286,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		auditSink, err = sink.New(sink.Options{
 			Brokers:        cfg.Brokers,
 			KafkaOptions:   budgeted("audit", mem.StageFetch),
+			BatchBytes:     mem.AuditBatch,
 			Group:          topics.Prefix + "audit",
 			Topic:          topics.Attempts,
 			Store:          store,
