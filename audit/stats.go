@@ -10,9 +10,9 @@ import (
 
 // Stats are the delivery log's aggregated figures: what the console's
 // charts, the endpoints list (GET /v1/endpoints?include=stats) and the
-// health route read. chstore serves them from the per-minute materialized
-// view attempts_minute (docs/ANALYTICS.md), never from the raw attempts
-// table; [Memory] computes them from its rows.
+// health route read. chstore serves them from the materialized views
+// attempts_minute and attempts_hour (docs/ANALYTICS.md), never from the raw
+// attempts table; [Memory] computes them from its rows.
 //
 // Buckets are whole UTC minutes. A range [Since, Until) selects the minutes
 // whose start is in it, after Since is truncated down to its minute: a
@@ -27,7 +27,8 @@ type Stats interface {
 	// EndpointTotals returns one EndpointTotals per endpoint of eps with at
 	// least one attempt in [since, until) (minute buckets, as above), in
 	// one query for all of them, in no particular order. Each ref selects
-	// the attempts of its endpoint under its tenant (see Query.Tenant).
+	// the attempts of its endpoint under its tenant (see Query.Tenant);
+	// eps names each endpoint ID once.
 	EndpointTotals(ctx context.Context, eps []EndpointRef, since, until time.Time) ([]EndpointTotals, error)
 }
 

@@ -245,12 +245,22 @@ func (c *Store) Unstored(ctx context.Context, attempts []audit.Attempt) ([]audit
 		if err != nil {
 			return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
 		}
+		eps, err := ext.NewTable(attemptEndpointsTable, ext.Column("endpoint_id", "String"))
+		if err != nil {
+			return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
+		}
+		seen := map[string]bool{}
 		for _, a := range attempts {
-			if err := keys.Append(a.AttemptID); err != nil {
+			err := keys.Append(a.AttemptID)
+			if err == nil && !seen[a.EndpointID] {
+				seen[a.EndpointID] = true
+				err = eps.Append(a.EndpointID)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("audit: look up %d attempts: %w", len(attempts), err)
 			}
 		}
-		ctx = clickhouse.Context(ctx, clickhouse.WithExternalTable(keys))
+		ctx = clickhouse.Context(ctx, clickhouse.WithExternalTable(keys, eps))
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": max(262144, 2*len(sql))}))
 	rows, err := c.conn.Query(ctx, sql)
@@ -278,9 +288,13 @@ func (c *Store) Unstored(ctx context.Context, attempts []audit.Attempt) ([]audit
 	return out, nil
 }
 
-// attemptKeysTable is the name of Unstored's external table of attempt
-// IDs, sent with its query when the batch has more than maxLiteralIDs.
-const attemptKeysTable = "attempt_keys"
+// attemptKeysTable and attemptEndpointsTable are the names of Unstored's
+// external tables of the batch's attempt IDs and endpoint IDs, sent with
+// its query when the batch has more than maxLiteralIDs rows.
+const (
+	attemptKeysTable      = "attempt_keys"
+	attemptEndpointsTable = "attempt_endpoints"
+)
 
 // maxLiteralIDs is the most attempt IDs Unstored writes into its query's
 // text: 18.16 parses a literal list of 5,000 in ~50 ms, three times the
@@ -289,8 +303,8 @@ const attemptKeysTable = "attempt_keys"
 const maxLiteralIDs = 64
 
 // unstoredSQL renders Unstored's query; with external set, the attempt
-// IDs are read from attemptKeysTable (sent with the query), otherwise they
-// are inlined.
+// and endpoint IDs are read from attemptKeysTable and
+// attemptEndpointsTable (sent with the query), otherwise they are inlined.
 func (c *Store) unstoredSQL(attempts []audit.Attempt, external bool) string {
 	endpoints := map[string]bool{}
 	var ids []string
@@ -301,25 +315,23 @@ func (c *Store) unstoredSQL(attempts []audit.Attempt, external bool) string {
 			lo = sec
 		}
 		hi = max(hi, sec)
-		if !endpoints[a.EndpointID] {
-			endpoints[a.EndpointID] = true
-		}
+		endpoints[a.EndpointID] = true
 		if !external {
 			ids = append(ids, quote(a.AttemptID))
 		}
 	}
-	eps := make([]string, 0, len(endpoints))
-	for ep := range endpoints {
-		eps = append(eps, quote(ep))
-	}
-	slices.Sort(eps)
-	set := attemptKeysTable
+	idSet, epSet := attemptKeysTable, attemptEndpointsTable
 	if !external {
-		set = "(" + strings.Join(ids, ", ") + ")"
+		eps := make([]string, 0, len(endpoints))
+		for ep := range endpoints {
+			eps = append(eps, quote(ep))
+		}
+		slices.Sort(eps)
+		idSet, epSet = "("+strings.Join(ids, ", ")+")", "("+strings.Join(eps, ", ")+")"
 	}
 	return fmt.Sprintf("SELECT DISTINCT attempt_id, outcome FROM %s.attempts PREWHERE attempt_id IN %s "+
-		"WHERE endpoint_id IN (%s) AND attempted_at >= toDateTime(%d, 'UTC') AND attempted_at <= toDateTime(%d, 'UTC')",
-		c.db, set, strings.Join(eps, ", "), lo, hi)
+		"WHERE endpoint_id IN %s AND attempted_at >= toDateTime(%d, 'UTC') AND attempted_at <= toDateTime(%d, 'UTC')",
+		c.db, idSet, epSet, lo, hi)
 }
 
 // splitMs splits t into unix seconds and the millisecond within the second.

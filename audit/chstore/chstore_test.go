@@ -426,8 +426,8 @@ func TestClickHouseHTTPDetailMigration(t *testing.T) {
 
 // TestClickHouseUnstored: Unstored keeps the rows without a stored row of
 // the same attempt ID and outcome, across endpoints and days, in order, and
-// takes a sink-sized batch (5,000 IDs, sent as an external table) and a
-// small one (IDs inlined).
+// takes a large batch (5,000 IDs, sent as external tables) and a small
+// one (IDs inlined).
 func TestClickHouseUnstored(t *testing.T) {
 	s := newClickHouse(t)
 	ctx := context.Background()

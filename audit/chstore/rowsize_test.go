@@ -15,7 +15,8 @@ import (
 // TestClickHouseBytesPerAttemptRow measures what one attempt row costs on
 // the real ClickHouse (docs/SCALING.md): it inserts
 // HOOKRELAY_ROWSIZE_ROWS (default 100,000) realistic rows in batches of
-// 5,000 (the audit sink's batch) — random 32-hex attempt and delivery IDs,
+// 5,000 (the audit sink's batch until 2026-12, now up to 50,000): random
+// 32-hex attempt and delivery IDs,
 // a webhook-id and event ID per event, 1,000 endpoints over 100 tenants,
 // ten event types, 95 % delivered with a short JSON response body, 5 %
 // retry_scheduled (HTTP 503, an error message), spread over one day's

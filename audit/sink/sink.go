@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,16 +54,18 @@ type Options struct {
 	// read_committed, BlockRebalanceOnPoll).
 	KafkaOptions []kgo.Opt
 	// BatchRows flushes the buffer once it holds this many records.
-	// Optional. Default 50,000: ClickHouse inserts rows in batches at a
-	// cost per insert (a part in each table and view), so a backlog drains
-	// at ~35,000 rows/s in batches of 5,000 and ~125,000 in batches of
-	// 50,000 on the benchmark machine (BENCHMARKS.md, scenario 7).
+	// Optional. Default 50,000: ClickHouse inserts rows at a cost per
+	// insert (a part in each table and view), so on the benchmark machine
+	// a backlog drained at ~35,000 rows/s in batches of 5,000 and
+	// 143,000–163,000 in batches of 50,000 (BENCHMARKS.md, scenario 7 of
+	// 2026-12-02).
 	BatchRows int
-	// BatchBytes flushes the buffer once its records' values add up to
-	// this many bytes, whatever BatchRows says: the bound on the memory a
-	// batch holds (its decoded rows take about as much again), exceeded by
-	// at most the one poll that crossed it (a fetch, bounded by the
-	// client's fetch options). Optional. Default 32 MiB.
+	// BatchBytes flushes the buffer once it holds this many bytes,
+	// whatever BatchRows says: the bound on the memory a batch holds,
+	// counted as each record's value bytes plus a decoded row's fixed size
+	// (an audit.Attempt, 336 bytes). A poll asks for no more records than
+	// the bytes left hold at the last batch's mean size, so a batch ends
+	// past BatchBytes by about one record. Optional. Default 32 MiB.
 	BatchBytes int64
 	// FlushInterval flushes the buffer this long after its first record
 	// arrived, however few it holds: the most a record waits before its
@@ -447,7 +450,8 @@ func (s *Sink) dropLost() {
 type batch struct {
 	attempts []audit.Attempt
 	records  int                       // records consumed, valid or not
-	bytes    int64                     // their values' bytes
+	bytes    int64                     // their held size: value bytes plus attemptSize each
+	rowBytes int64                     // mean held size per record of the last batch (kept by reset)
 	offsets  map[int32]kgo.EpochOffset // partition -> offset to commit (next to read, or the oldest held Sending row)
 	started  time.Time                 // when the first record (or Interrupted row) arrived
 	// check: some rows may be stored already (a retry after a failed
@@ -456,8 +460,19 @@ type batch struct {
 	check bool
 }
 
+// attemptSize is the fixed size of a decoded row (its strings' bytes are
+// about the record's): a batch holds about its records' value bytes plus
+// this per record.
+var attemptSize = int64(reflect.TypeFor[audit.Attempt]().Size())
+
 func (b *batch) reset() {
+	if b.records > 0 {
+		b.rowBytes = max(b.bytes/int64(b.records), 1)
+	}
 	clear(b.attempts) // the rows' strings are not kept alive by the array
+	if cap(b.attempts) > 2*max(len(b.attempts), 1024) {
+		b.attempts = nil // a large batch's array is not kept for small ones
+	}
 	b.attempts = b.attempts[:0]
 	b.records, b.bytes = 0, 0
 	b.check = false
@@ -466,6 +481,18 @@ func (b *batch) reset() {
 
 // full reports whether b holds BatchRows records or BatchBytes bytes.
 func (b *batch) full(o Options) bool { return b.records >= o.BatchRows || b.bytes >= o.BatchBytes }
+
+// pollMax is how many records the next poll may add to b: what BatchRows
+// leaves, and what BatchBytes leaves at the last batch's mean record size
+// (at least one), so one poll overshoots BatchBytes by about a record, not
+// a whole fetch.
+func (b *batch) pollMax(o Options) int {
+	n := o.BatchRows - b.records
+	if b.rowBytes > 0 {
+		n = min(n, int(max(o.BatchBytes-b.bytes, 0)/b.rowBytes)+1)
+	}
+	return max(n, 1)
+}
 
 // pending reports whether b holds anything to insert or commit.
 func (b *batch) pending() bool { return b.records > 0 || len(b.attempts) > 0 }
@@ -601,7 +628,9 @@ func lastPerAttempt(rows []audit.Attempt) []audit.Attempt {
 		keep--
 		rows[keep] = rows[i]
 	}
-	return rows[keep:]
+	n := copy(rows, rows[keep:]) // to the front, so the batch's array holds no stale row
+	clear(rows[n:])
+	return rows[:n]
 }
 
 // Run creates the run's Kafka client, consumes until ctx is canceled, then
@@ -639,7 +668,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		} else if next := s.nextExpiry(); !next.IsZero() {
 			pollCtx, cancel = context.WithDeadline(ctx, next)
 		}
-		fetches := s.client.PollRecords(pollCtx, s.opts.BatchRows-b.records)
+		fetches := s.client.PollRecords(pollCtx, b.pollMax(s.opts))
 		cancel()
 		if fetches.IsClientClosed() {
 			return errors.New("audit: sink Kafka client closed")
@@ -740,7 +769,7 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 			b.started = now
 		}
 		b.records++
-		b.bytes += int64(len(r.Value))
+		b.bytes += int64(len(r.Value)) + attemptSize
 		ps := s.part(r.Partition)
 		ps.read = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		if r.Offset < ps.checkBelow {

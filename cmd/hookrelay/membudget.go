@@ -14,17 +14,21 @@ const minMemoryBudget = 16 << 20
 // (parking, follow-ups; an eighth); every consumer stage buffers fetches
 // (the dispatcher an eighth, fan-out, retry relay and audit sink a
 // sixteenth each); the attempts producer a thirty-second, and the audit
-// sink's insert batch the rest (a thirty-second: 6 MiB of records at the
-// default budget; a process that runs the audit role alone is given a
-// larger budget to insert in larger batches, see OPERATIONS.md). Shares of
-// stages not run are not given to others: the budget is a bound, not a
+// sink's insert batch the rest (a thirty-second: 6 MiB at the default
+// budget, about 4,700 rows of 1 KiB). The shares of stages this process
+// does not run go to the audit sink's batch, when it runs the audit role
+// (a sink-only process at the default budget batches 174 MiB, so its
+// 50,000-row cap binds: fewer, larger inserts, fewer ClickHouse parts);
+// no other stage gets more than its share: the budget is a bound, not a
 // target.
 type memoryShares struct {
 	DispatchHeld, DispatchFetch, DispatchProduce, StageFetch, AttemptsProduce, AuditBatch int64
 }
 
-func newMemoryShares(budget int64) memoryShares {
-	return memoryShares{
+// newMemoryShares splits budget for a process running roles (as
+// Config.Roles: "fanout", "dispatch", "retry", "audit", "api").
+func newMemoryShares(budget int64, roles map[string]bool) memoryShares {
+	m := memoryShares{
 		DispatchHeld:    budget / 2,
 		DispatchFetch:   budget / 8,
 		DispatchProduce: budget / 8,
@@ -32,6 +36,15 @@ func newMemoryShares(budget int64) memoryShares {
 		AttemptsProduce: budget / 32,
 		AuditBatch:      budget / 32,
 	}
+	if !roles["dispatch"] {
+		m.AuditBatch += m.DispatchHeld + m.DispatchFetch + m.DispatchProduce + m.AttemptsProduce
+	}
+	for _, r := range []string{"fanout", "retry"} {
+		if !roles[r] {
+			m.AuditBatch += m.StageFetch
+		}
+	}
+	return m
 }
 
 // fetchOpts bound a consumer's fetch buffers to about n bytes: one fetch

@@ -83,7 +83,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 	// --memory-budget, split between the stages (membudget.go). A
 	// delivery record is at most an event plus its headers.
-	mem := newMemoryShares(cfg.MemoryBudget)
+	mem := newMemoryShares(cfg.MemoryBudget, cfg.Roles)
 	maxRecord := cfg.MaxEventBytes + 64<<10
 	budgeted := func(stage string, fetch int64) []kgo.Opt { return append(withID(stage), fetchOpts(fetch)...) }
 

@@ -217,7 +217,7 @@ function EndpointsPage() {
     ${data && data.statsErr && html`<p class="notice" role="status">Figures of the last 24 h are unavailable (${data.statsErr}): shown as “no data”.</p>`}
     ${loading && !data ? html`<p class="muted">Loading…</p>` : html`
     <table id="endpoints" class="grid">
-      <caption>${eps.length} endpoint${eps.length === 1 ? '' : 's'}; figures over the last 24 hours</caption>
+      <caption>${eps.length} endpoint${eps.length === 1 ? '' : 's'}; figures over the last 24 whole hours and this hour so far</caption>
       <thead><tr><th scope="col">Endpoint</th><th scope="col">URL</th><th scope="col">Tenant</th><th scope="col">Health</th>
         <th scope="col" class="num">Attempts</th><th scope="col" class="num">Success rate</th><th scope="col" class="num">p99 latency</th>
         <th scope="col">Last attempt</th><th scope="col"><span class="sr">Links</span></th></tr></thead>
