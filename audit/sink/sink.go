@@ -57,8 +57,8 @@ type Options struct {
 	// Optional. Default 50,000: ClickHouse inserts rows at a cost per
 	// insert (a part in each table and view), so on the benchmark machine
 	// a backlog drained at ~35,000 rows/s in batches of 5,000 and
-	// 143,000–163,000 in batches of 50,000 (BENCHMARKS.md, scenario 7 of
-	// 2026-12-02).
+	// 89,000–163,000 (median 113,000) in batches of 50,000 (BENCHMARKS.md,
+	// scenario 7 of 2026-12-02).
 	BatchRows int
 	// BatchBytes flushes the buffer once it holds this many bytes,
 	// whatever BatchRows says: the bound on the memory a batch holds,
