@@ -445,7 +445,11 @@ func TestConsole(t *testing.T) {
 	if st := status(); st != "active" {
 		t.Errorf("after Enable the endpoint is %s", st)
 	}
-	p.run("rotate", chromedp.Click(chromedp.CSS("#btn-rotate")), chromedp.Click(chromedp.CSS("#btn-rotate-confirm")),
+	// Each button is clicked once it is enabled: a click on a button still
+	// disabled by the previous action (busy) is lost (CI, 2026-12-02).
+	p.run("rotate", waitJS(`!document.querySelector('#btn-rotate').disabled`), chromedp.Click(chromedp.CSS("#btn-rotate")),
+		waitJS(`document.querySelector('#btn-rotate-confirm') !== null && !document.querySelector('#btn-rotate-confirm').disabled`),
+		chromedp.Click(chromedp.CSS("#btn-rotate-confirm")),
 		chromedp.WaitVisible(chromedp.CSS("#new-secret")))
 	p.shot("10-endpoint-rotated")
 	secret, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#new-secret').value`))
