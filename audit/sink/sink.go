@@ -65,7 +65,9 @@ type Options struct {
 	// counted as each record's value bytes plus a decoded row's fixed size
 	// (an audit.Attempt, 336 bytes). A poll asks for no more records than
 	// the bytes left hold at the last batch's mean size, so a batch ends
-	// past BatchBytes by about one record. Optional. Default 32 MiB.
+	// past BatchBytes by about one record. The sink holds up to
+	// [MaxBatches] batches, so its batches hold up to MaxBatches ×
+	// BatchBytes. Optional. Default 32 MiB.
 	BatchBytes int64
 	// FlushInterval flushes the buffer this long after its first record
 	// arrived, however few it holds: the most a record waits before its
@@ -129,9 +131,13 @@ const (
 //
 // A failed insert is retried, the same batch, with doubling backoff
 // (RetryBackoff .. MaxRetryBackoff) until it succeeds or Run's context ends;
-// meanwhile nothing is committed and no more records are read. Rebalances wait
-// while a batch is buffered (BlockRebalanceOnPoll), at most FlushInterval plus
-// the insert, so the sink never commits for a partition it no longer owns. If
+// meanwhile nothing is committed, and no more records are read once
+// [MaxBatches] batches are held. Rebalances wait while a batch is buffered or
+// on its way to the store (BlockRebalanceOnPoll), so the sink never commits
+// for a partition it no longer owns; when a rebalance is waiting
+// (OnPartitionsCallbackBlocked) the sink sends what it holds at once, without
+// waiting for the batch's size or interval, and lets the rebalance in once
+// every batch is committed: a wait of about one insert per batch held. If
 // ClickHouse stays down past the group's rebalance timeout the member is
 // removed from the group; its later commit fails (logged, counted) and the
 // batch's records, already inserted, are read again by their new owner.
@@ -217,6 +223,11 @@ type Sink struct {
 	next  map[int32]int64 // partition -> first offset not yet committed
 
 	lost []int32 // partitions revoked or lost, to drop from parts; guarded by lagMu
+
+	// rebalanceWanted: a rebalance waits for this member to allow it (set
+	// by the client's OnPartitionsCallbackBlocked goroutine, cleared by
+	// Run's).
+	rebalanceWanted atomic.Bool
 
 	// Held Sending rows and read positions, per partition; Run's
 	// goroutine only (rebalance callbacks pass lost partitions through
@@ -323,6 +334,7 @@ func (s *Sink) clientOpts() []kgo.Opt {
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(forget),
 		kgo.OnPartitionsLost(forget),
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { s.rebalanceWanted.Store(true) }),
 	}, s.opts.KafkaOptions...)
 }
 
@@ -465,10 +477,17 @@ type batch struct {
 // this per record.
 var attemptSize = int64(reflect.TypeFor[audit.Attempt]().Size())
 
-func (b *batch) reset() {
+func newBatch() *batch { return &batch{offsets: make(map[int32]kgo.EpochOffset)} }
+
+// noteMean sets rowBytes to the mean held size of b's records, if any.
+func (b *batch) noteMean() {
 	if b.records > 0 {
 		b.rowBytes = max(b.bytes/int64(b.records), 1)
 	}
+}
+
+func (b *batch) reset() {
+	b.noteMean()
 	clear(b.attempts) // the rows' strings are not kept alive by the array
 	if cap(b.attempts) > 2*max(len(b.attempts), 1024) {
 		b.attempts = nil // a large batch's array is not kept for small ones
@@ -641,6 +660,11 @@ func lastPerAttempt(rows []audit.Attempt) []audit.Attempt {
 // (of this Sink or another of the group). Run may be called again after it
 // returned: each run starts from the group's committed offsets, not ready
 // until its Prepare succeeds, with no partition state of the last run.
+//
+// Run's goroutine polls, decodes and seals batches; each sealed batch is a
+// flight on a goroutine of its own (owned by Run, which waits for it before
+// returning) that looks up its stored rows, waits for the flight before it,
+// then inserts and commits (see [MaxBatches]).
 func (s *Sink) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("audit: Sink.Run called while another Run of the Sink is running")
@@ -659,14 +683,84 @@ func (s *Sink) Run(ctx context.Context) error {
 	if !s.prepare(ctx) {
 		return nil
 	}
-	b := &batch{offsets: make(map[int32]kgo.EpochOffset)}
+	var wg sync.WaitGroup
+	defer wg.Wait() // before the client closes: a flight commits with it
+	b := newBatch()
+	var flights []*flight // in seal order: each commits after the one before
+	var free []*batch     // landed flights' batches, for reuse
+	// land waits for the oldest flight and applies its commit; false means
+	// Run's context ended before the flight was inserted.
+	land := func() bool {
+		f := flights[0]
+		<-f.done
+		if !f.ok {
+			return false
+		}
+		flights = flights[1:]
+		s.landed(f)
+		f.b.reset()
+		free = append(free, f.b)
+		return true
+	}
+	launch := func() bool {
+		if len(flights) == maxFlights && !land() {
+			return false
+		}
+		f := &flight{b: b, done: make(chan struct{})}
+		if n := len(flights); n > 0 {
+			f.prev = flights[n-1]
+		}
+		s.seal(b)
+		wg.Go(func() { s.fly(ctx, client, f) })
+		flights = append(flights, f)
+		next := newBatch()
+		if n := len(free); n > 0 {
+			next, free = free[n-1], free[:n-1]
+		}
+		next.rowBytes = b.rowBytes
+		b = next
+		return true
+	}
 	for {
 		s.dropLost()
+		for len(flights) > 0 && isDone(flights[0]) {
+			if !land() {
+				s.shutdown(ctx, client, flights, b)
+				return nil
+			}
+		}
+		if s.rebalanceWanted.Swap(false) && (b.pending() || len(flights) > 0) {
+			// A rebalance waits for this member: finish what it holds now
+			// rather than at the batch's size or interval.
+			if b.pending() && !launch() {
+				s.shutdown(ctx, client, flights, b)
+				return nil
+			}
+			for len(flights) > 0 {
+				if !land() {
+					s.shutdown(ctx, client, flights, b)
+					return nil
+				}
+			}
+			s.client.AllowRebalance()
+			continue
+		}
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		var deadline time.Time
 		if b.pending() {
-			pollCtx, cancel = context.WithDeadline(ctx, b.started.Add(s.opts.FlushInterval))
+			deadline = b.started.Add(s.opts.FlushInterval)
 		} else if next := s.nextExpiry(); !next.IsZero() {
-			pollCtx, cancel = context.WithDeadline(ctx, next)
+			deadline = next
+		}
+		if len(flights) > 0 {
+			// Wake to land the flights (and let a rebalance in) when no
+			// record comes.
+			if d := time.Now().Add(s.opts.FlushInterval); deadline.IsZero() || d.Before(deadline) {
+				deadline = d
+			}
+		}
+		if !deadline.IsZero() {
+			pollCtx, cancel = context.WithDeadline(ctx, deadline)
 		}
 		fetches := s.client.PollRecords(pollCtx, b.pollMax(s.opts))
 		cancel()
@@ -682,17 +776,88 @@ func (s *Sink) Run(ctx context.Context) error {
 		s.add(b, fetches)
 		s.expire(b, time.Now())
 		if ctx.Err() != nil {
-			s.shutdown(ctx, b)
+			s.shutdown(ctx, client, flights, b)
 			return nil
 		}
-		if b.pending() && (b.full(s.opts) || time.Since(b.started) >= s.opts.FlushInterval) {
-			if !s.flush(ctx, b) {
-				s.shutdown(ctx, b)
-				return nil
-			}
+		if b.pending() && (b.full(s.opts) || time.Since(b.started) >= s.opts.FlushInterval) && !launch() {
+			s.shutdown(ctx, client, flights, b)
+			return nil
 		}
-		if !b.pending() {
+		if !b.pending() && len(flights) == 0 {
 			s.client.AllowRebalance()
+		}
+	}
+}
+
+// maxFlights is how many sealed batches may be on their way to the store at
+// once: one inserting and committing, one looking up its stored rows (and
+// then waiting for the first).
+const maxFlights = 2
+
+// MaxBatches is the most batches a running sink holds: the one it fills
+// from Kafka and [maxFlights] sealed ones on their way to the store, each
+// up to Options.BatchBytes. So the sink's batches hold at most MaxBatches ×
+// BatchBytes (a process that bounds its memory gives the sink its share
+// divided by MaxBatches). The flights overlap the store's work with
+// Kafka's: while one batch is inserted, the next is looked up and the one
+// after is polled and decoded, and a batch commits only after every batch
+// sealed before it (so a commit never passes a row not yet inserted).
+const MaxBatches = maxFlights + 1
+
+// flight is a sealed batch on its way to the store, on its own goroutine.
+type flight struct {
+	b    *batch
+	prev *flight       // the flight sealed before, which commits first; nil if none was in flight
+	done chan struct{} // closed when the flight ended
+	// Set before done is closed:
+	ok        bool // inserted, and its commit made (committed says if it succeeded)
+	committed bool
+}
+
+func isDone(f *flight) bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// seal readies b for its flight: one row per AttemptID, and the offsets to
+// commit once it is inserted (what was read by now, held back by the
+// oldest held Sending row). Run's goroutine.
+func (s *Sink) seal(b *batch) {
+	b.attempts = lastPerAttempt(b.attempts)
+	s.commitOffsets(b)
+	b.noteMean()
+}
+
+// fly takes sealed flight f to the store: it looks up f's stored rows (when
+// f.b.check is set) while the flight before inserts, then, once that one
+// has committed, inserts and commits f. It gives up, with f.ok false,
+// when ctx ends first or the flight before gave up.
+func (s *Sink) fly(ctx context.Context, client *kgo.Client, f *flight) {
+	defer close(f.done)
+	if f.prev != nil && !isDone(f.prev) {
+		// Overlap the look-up with the insert before; an error here is
+		// retried (and logged) by deliver.
+		_ = s.unstored(ctx, f.b)
+		<-f.prev.done
+	}
+	if f.prev != nil && !f.prev.ok {
+		return
+	}
+	f.ok, f.committed = s.deliver(ctx, client, f.b)
+}
+
+// landed applies flight f's commit to its partitions. Run's goroutine.
+func (s *Sink) landed(f *flight) {
+	if !f.committed {
+		return
+	}
+	for p, o := range f.b.offsets {
+		if ps := s.parts[p]; ps != nil && o.Offset > ps.committed {
+			ps.committed = o.Offset
 		}
 	}
 }
@@ -707,6 +872,7 @@ func (s *Sink) resetRun() {
 	s.lost = nil
 	s.lagMu.Unlock()
 	s.parts = make(map[int32]*partition)
+	s.rebalanceWanted.Store(false)
 }
 
 // prepare calls Options.Prepare until it succeeds (with the insert
@@ -789,11 +955,12 @@ func (s *Sink) add(b *batch, fetches kgo.Fetches) {
 	})
 }
 
-// flush inserts b (retrying until it succeeds or ctx ends), then commits its
-// offsets and resets it. It reports false if ctx ended first; b is then
-// untouched.
-func (s *Sink) flush(ctx context.Context, b *batch) bool {
-	b.attempts = lastPerAttempt(b.attempts)
+// deliver inserts sealed batch b (retrying until it succeeds or ctx ends),
+// then commits its offsets with client. It reports whether b was inserted
+// (false if ctx ended first) and whether its commit succeeded. Safe to call
+// from a flight's goroutine: it touches only b, the store, the client and
+// the lag state (under lagMu).
+func (s *Sink) deliver(ctx context.Context, client *kgo.Client, b *batch) (inserted, committed bool) {
 	backoff := s.opts.RetryBackoff
 	for {
 		err := s.unstored(ctx, b)
@@ -805,20 +972,19 @@ func (s *Sink) flush(ctx context.Context, b *batch) bool {
 		}
 		b.check = true // the failed insert may have stored some or all rows
 		if ctx.Err() != nil {
-			return false
+			return false, false
 		}
 		s.log.Warn("insert failed; retrying", "rows", len(b.attempts), "backoff", backoff, "err", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return false
+			return false, false
 		case <-t.C:
 		}
 		backoff = min(2*backoff, s.opts.MaxRetryBackoff)
 	}
-	s.commit(ctx, b)
-	return true
+	return true, s.commit(ctx, client, b)
 }
 
 // unstored, when b.check is set and the store implements [audit.Unstored],
@@ -839,6 +1005,7 @@ func (s *Sink) unstored(ctx context.Context, b *batch) error {
 		s.mRecords.Add(ctx, int64(skipped), resultStored)
 	}
 	b.attempts = rows
+	b.check = false // until an insert fails
 	return nil
 }
 
@@ -865,23 +1032,22 @@ func (s *Sink) insert(ctx context.Context, attempts []audit.Attempt) error {
 	return nil
 }
 
-// commit commits b's offsets and resets b. A failed commit is logged and
-// counted, not retried: the rows are in the store, and either a later commit
-// covers the offsets or, if the partition moved, its new owner reads them
-// again and the store drops the duplicates.
-func (s *Sink) commit(ctx context.Context, b *batch) {
+// commit commits sealed batch b's offsets with client and reports whether
+// the commit succeeded. A failed commit is logged and counted, not retried:
+// the rows are in the store, and either a later commit covers the offsets
+// or, if the partition moved, its new owner reads them again and the store
+// drops the duplicates.
+func (s *Sink) commit(ctx context.Context, client *kgo.Client, b *batch) bool {
+	if len(b.offsets) == 0 {
+		return true
+	}
 	// Not bounded by Run's context alone: a commit after a successful insert
 	// is worth finishing during shutdown.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
-	s.commitOffsets(b)
-	if len(b.offsets) == 0 {
-		b.reset()
-		return
-	}
 	offsets := map[string]map[int32]kgo.EpochOffset{s.opts.Topic: b.offsets}
 	var cerr error
-	s.client.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	client.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
 			return
@@ -897,30 +1063,49 @@ func (s *Sink) commit(ctx context.Context, b *batch) {
 	if cerr != nil {
 		s.mCommitErrors.Add(ctx, 1)
 		s.log.Warn("offset commit failed; the inserted records may be read again", "records", b.records, "err", cerr)
-	} else {
-		s.lagMu.Lock()
-		for p, o := range b.offsets {
-			if _, owned := s.ends[p]; owned {
-				s.next[p] = o.Offset
-			}
-			if ps := s.parts[p]; ps != nil {
-				ps.committed = o.Offset
-			}
-		}
-		s.lagMu.Unlock()
+		return false
 	}
-	b.reset()
+	s.lagMu.Lock()
+	for p, o := range b.offsets {
+		if _, owned := s.ends[p]; owned && o.Offset > s.next[p] {
+			s.next[p] = o.Offset
+		}
+	}
+	s.lagMu.Unlock()
+	return true
 }
 
-// shutdown makes a last flush of b after Run's context ended, bounded by
-// ShutdownTimeout.
-func (s *Sink) shutdown(ctx context.Context, b *batch) {
-	if !b.pending() {
-		return
-	}
+// shutdown, after Run's context ended, waits for the flights, takes to the
+// store in order those that gave up, then b: all bounded by one
+// ShutdownTimeout. It stops at the first batch it cannot insert (a later
+// one must not commit past it): the records of that batch and the ones
+// after are read again by the next run.
+func (s *Sink) shutdown(ctx context.Context, client *kgo.Client, flights []*flight, b *batch) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
-	if !s.flush(sctx, b) {
-		s.log.Warn("shutdown: batch not inserted; its records will be read again", "records", b.records)
+	ok := true
+	lost := 0
+	for _, f := range flights {
+		<-f.done
+		if !f.ok && ok {
+			f.ok, f.committed = s.deliver(sctx, client, f.b)
+		}
+		if ok = ok && f.ok; ok {
+			s.landed(f)
+		} else {
+			lost += f.b.records
+		}
+	}
+	if b.pending() {
+		if ok {
+			s.seal(b)
+			ok, _ = s.deliver(sctx, client, b)
+		}
+		if !ok {
+			lost += b.records
+		}
+	}
+	if !ok {
+		s.log.Warn("shutdown: batches not inserted; their records will be read again", "records", lost)
 	}
 }

@@ -286,7 +286,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		auditSink, err = sink.New(sink.Options{
 			Brokers:        cfg.Brokers,
 			KafkaOptions:   budgeted("audit", mem.StageFetch),
-			BatchBytes:     mem.AuditBatch,
+			BatchBytes:     mem.AuditBatch / sink.MaxBatches, // it holds up to MaxBatches batches
 			Group:          topics.Prefix + "audit",
 			Topic:          topics.Attempts,
 			Store:          store,
