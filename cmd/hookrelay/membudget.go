@@ -14,11 +14,12 @@ const minMemoryBudget = 16 << 20
 // (parking, follow-ups; an eighth); every consumer stage buffers fetches
 // (the dispatcher an eighth, fan-out, retry relay and audit sink a
 // sixteenth each); the attempts producer a thirty-second, and the audit
-// sink's insert batch the rest (a thirty-second: 6 MiB at the default
-// budget, about 4,700 rows of 1 KiB). The shares of stages this process
-// does not run go to the audit sink's batch, when it runs the audit role
-// (a sink-only process at the default budget batches 174 MiB, so its
-// 50,000-row cap binds: fewer, larger inserts, fewer ClickHouse parts);
+// sink's insert batches the rest (a thirty-second: 6 MiB at the default
+// budget over sink.MaxBatches = 3 batches, about 1,500 rows of 1 KiB each).
+// The shares of stages this process does not run go to the audit sink's
+// batches, when it runs the audit role (a sink-only process at the default
+// budget holds 174 MiB, 58 MiB per batch, so its 50,000-row cap binds for
+// rows up to ~900 bytes: fewer, larger inserts, fewer ClickHouse parts);
 // no other stage gets more than its share: the budget is a bound, not a
 // target.
 type memoryShares struct {
