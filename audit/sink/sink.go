@@ -729,6 +729,11 @@ func (s *Sink) Run(ctx context.Context) error {
 				return nil
 			}
 		}
+		if !b.pending() && len(flights) == 0 {
+			// Nothing held: a poll that returned (even empty, at its
+			// deadline) blocks rebalances until this.
+			s.client.AllowRebalance()
+		}
 		if s.rebalanceWanted.Swap(false) && (b.pending() || len(flights) > 0) {
 			// A rebalance waits for this member: finish what it holds now
 			// rather than at the batch's size or interval.
@@ -1087,10 +1092,14 @@ func (s *Sink) shutdown(ctx context.Context, client *kgo.Client, flights []*flig
 	lost := 0
 	for _, f := range flights {
 		<-f.done
-		if !f.ok && ok {
-			f.ok, f.committed = s.deliver(sctx, client, f.b)
+		fok := f.ok
+		if !fok && ok {
+			// Into a copy: the next flight's goroutine may still read f.ok.
+			redo := &flight{b: f.b}
+			redo.ok, redo.committed = s.deliver(sctx, client, f.b)
+			f, fok = redo, redo.ok
 		}
-		if ok = ok && f.ok; ok {
+		if ok = ok && fok; ok {
 			s.landed(f)
 		} else {
 			lost += f.b.records
