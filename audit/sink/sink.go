@@ -788,9 +788,6 @@ func (s *Sink) Run(ctx context.Context) error {
 			s.shutdown(ctx, client, flights, b)
 			return nil
 		}
-		if !b.pending() && len(flights) == 0 {
-			s.client.AllowRebalance()
-		}
 	}
 }
 
