@@ -648,6 +648,22 @@ func TestInvalidEvents(t *testing.T) {
 	if n, ok := p.metric("hookrelay_events_total", `result="invalid"`); n != float64(len(bads)) {
 		t.Errorf("hookrelay_events_total{result=\"invalid\"} = %v (found %v), want %d", n, ok, len(bads))
 	}
+	// Each stage's transactions show in its request count (EndTxn): fan-out
+	// committed the deliveries, the dispatcher their outcomes.
+	for _, client := range []string{"fanout", "dispatch"} {
+		deadline := time.Now().Add(30 * time.Second) // hang guard
+		for {
+			n, _ := p.metric("hookrelay_kafka_requests_total", `client="`+client+`"`, `request="EndTxn"`)
+			if n >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("hookrelay_kafka_requests_total{client=%q,request=\"EndTxn\"} = %v, want >= 1", client, n)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	t.Logf("TestInvalidEvents: whole test %v", time.Since(start).Round(time.Millisecond))
 }
 

@@ -77,16 +77,6 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("invalid --retry-schedule (HOOKRELAY_RETRY_SCHEDULE): %w", err)
 	}
-	// withID is kopts plus the static group member ID of one stage.
-	withID := func(stage string) []kgo.Opt {
-		return append(slices.Clip(kopts), kgo.InstanceID(topics.Prefix+stage+"-"+cfg.InstanceID))
-	}
-	// --memory-budget, split between the stages (membudget.go). A
-	// delivery record is at most an event plus its headers.
-	mem := newMemoryShares(cfg.MemoryBudget, cfg.Roles)
-	maxRecord := cfg.MaxEventBytes + 64<<10
-	budgeted := func(stage string, fetch int64) []kgo.Opt { return append(withID(stage), fetchOpts(fetch)...) }
-
 	// Metrics: OpenTelemetry, exported in the Prometheus format.
 	exporter, err := prometheus.New(prometheus.WithoutScopeInfo())
 	if err != nil {
@@ -95,6 +85,22 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer mp.Shutdown(context.Background())
 	meter := mp.Meter("github.com/hookrelay/hookrelay")
+	// counted is opts plus the count of the client's requests, by client
+	// (hookrelay_kafka_requests_total{client}).
+	counted := func(opts []kgo.Opt, client string) []kgo.Opt {
+		return append(slices.Clip(opts), pipeline.KafkaRequests(meter, client))
+	}
+	// withID is kopts plus the static group member ID of one stage (and
+	// its request count).
+	withID := func(stage string) []kgo.Opt {
+		return append(counted(kopts, stage), kgo.InstanceID(topics.Prefix+stage+"-"+cfg.InstanceID))
+	}
+	// --memory-budget, split between the stages (membudget.go). A
+	// delivery record is at most an event plus its headers.
+	mem := newMemoryShares(cfg.MemoryBudget, cfg.Roles)
+	maxRecord := cfg.MaxEventBytes + 64<<10
+	budgeted := func(stage string, fetch int64) []kgo.Opt { return append(withID(stage), fetchOpts(fetch)...) }
+
 	tracer, stopTracing, err := newTracer(ctx)
 	if err != nil {
 		return err
@@ -102,7 +108,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer stopTracing()
 
 	// Clients do no I/O until used: nothing below needs the cluster.
-	admin, err := kgo.NewClient(copts...)
+	admin, err := kgo.NewClient(counted(copts, "admin")...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -128,7 +134,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	}
 
 	view, err := endpoints.NewView(endpoints.Config{
-		Brokers: cfg.Brokers, KafkaOptions: kopts, EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus, Logger: log,
+		Brokers: cfg.Brokers, KafkaOptions: counted(kopts, "endpoints"), EndpointsTopic: topics.Endpoints, StatusTopic: topics.EndpointStatus, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -137,7 +143,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	// The deliveries generations (pipeline/generation.go): every producer
 	// of deliveries sends to the newest; the dispatchers run one group per
 	// live generation.
-	gens, err := pipeline.NewGenerations(pipeline.GenerationsOptions{Brokers: cfg.Brokers, KafkaOptions: kopts, Topics: topics, Logger: log})
+	gens, err := pipeline.NewGenerations(pipeline.GenerationsOptions{Brokers: cfg.Brokers, KafkaOptions: counted(kopts, "generations"), Topics: topics, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -195,7 +201,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 		// past which the request is not made. It outlives dispatcher
 		// restarts: it is idempotent, not transactional, and retries on
 		// its own.
-		attemptsClient, err := kgo.NewClient(append(append(slices.Clip(copts), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second)),
+		attemptsClient, err := kgo.NewClient(append(append(counted(copts, "attempts"), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second)),
 			produceOpts(mem.AttemptsProduce, maxRecord)...)...)
 		if err != nil {
 			return fmt.Errorf("kafka client: %w", err)
@@ -335,7 +341,7 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	})
 	// The api role: the management API (pipeline/api) on --api-addr.
 	if cfg.Roles["api"] {
-		closeAPI, err := startAPI(gctx, g, cfg, copts, topics, view, store, gens, log)
+		closeAPI, err := startAPI(gctx, g, cfg, counted(copts, "api"), topics, view, store, gens, log)
 		if err != nil {
 			return err
 		}
