@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -481,7 +482,7 @@ func dataRecords(ctx context.Context, base *kgo.Client, topic string, gaps map[i
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 	}
-	cl, err := kgo.NewClient(append(base.Opts(), opts...)...)
+	cl, err := kgo.NewClient(slices.Concat(base.Opts(), opts)...) // a copy: base's options are not written into
 	if err != nil {
 		return 0, err
 	}

@@ -13,15 +13,21 @@ import (
 // KafkaRequests returns a franz-go option that counts the requests a client
 // writes to the brokers, in the counter hookrelay.kafka.requests{client,
 // request} (Prometheus: hookrelay_kafka_requests_total). client names the
-// stage that owns the client, e.g. "fanout", "dispatch", "audit";
-// request is the Kafka API name (Produce, Fetch, EndTxn, …: kmsg.NameForKey).
-// A failed write counts too. The counter is what a broker's CPU is spent on:
-// EndTxn counts a stage's transactions, Fetch its polls (BENCHMARKS.md,
-// "Steady load: where Kafka's requests come from").
+// stage or part that owns the client; cmd/hookrelay uses "fanout",
+// "dispatch" (generation n > 1: "dispatch.g<n>", one series set per live
+// generation, kept until the process restarts), "retry", "audit",
+// "endpoints", "generations", "attempts", "admin" and "api". request is the
+// Kafka API name (Produce, Fetch, EndTxn, …: kmsg.NameForKey); keys above
+// kmsg.MaxKey are not counted. Every write counts, a failed one too, so a
+// retried request counts once per try, and EndTxn counts commits and aborts
+// alike. Give a client the option once: two hooks count twice. The counts
+// show what each stage asks of the brokers (BENCHMARKS.md, "Steady load:
+// where Kafka's requests come from"); which request costs a broker the most
+// CPU they do not say.
 //
 // The attribute sets are built once, here, so a request costs one atomic
 // add. Safe for concurrent use by the client's connections. m nil: the
-// option is a no-op hook.
+// option is a hook that counts nothing.
 func KafkaRequests(m metric.Meter, client string) kgo.Opt {
 	h := &requestCounter{}
 	if m != nil {
@@ -34,6 +40,8 @@ func KafkaRequests(m metric.Meter, client string) kgo.Opt {
 	}
 	return kgo.WithHooks(h)
 }
+
+var _ kgo.HookBrokerWrite = (*requestCounter)(nil)
 
 // requestCounter is KafkaRequests' hook.
 type requestCounter struct {

@@ -85,10 +85,12 @@ func run(ctx context.Context, cfg *config, log *slog.Logger) error {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	defer mp.Shutdown(context.Background())
 	meter := mp.Meter("github.com/hookrelay/hookrelay")
-	// counted is opts plus the count of the client's requests, by client
-	// (hookrelay_kafka_requests_total{client}).
+	// counted is a copy of opts plus the count of the client's requests, by
+	// client (hookrelay_kafka_requests_total{client}). Clipped: a caller
+	// that appends to it (the API's scans, concurrently) copies instead of
+	// writing into a shared array.
 	counted := func(opts []kgo.Opt, client string) []kgo.Opt {
-		return append(slices.Clip(opts), pipeline.KafkaRequests(meter, client))
+		return slices.Clip(append(slices.Clip(opts), pipeline.KafkaRequests(meter, client)))
 	}
 	// withID is kopts plus the static group member ID of one stage (and
 	// its request count).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -108,7 +109,9 @@ func NewResender(o ResenderOptions) (*Resender, error) {
 	if o.DLQ == "" || o.Deliveries == "" {
 		return nil, errors.New("api: ResenderOptions.DLQ and .Deliveries: required")
 	}
-	cl, err := kgo.NewClient(append(o.ClientOpts, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	// A new slice: ClientOpts may have spare capacity that an append would
+	// write into, and is shared with every scan.
+	cl, err := kgo.NewClient(slices.Concat(o.ClientOpts, []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())})...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +239,10 @@ func (s *Resender) scan(ctx context.Context, topic string, spans map[int32]span,
 		offsets[p] = kgo.NewOffset().At(sp.start)
 		pos[p] = sp.start
 	}
-	cl, err := kgo.NewClient(append(s.o.ClientOpts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
+	// A new slice, never an append to the shared ClientOpts: concurrent
+	// scans (one per API request) would write into its spare capacity.
+	cl, err := kgo.NewClient(slices.Concat(s.o.ClientOpts, []kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()})...)
 	if err != nil {
 		return err
 	}

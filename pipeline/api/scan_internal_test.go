@@ -52,3 +52,37 @@ func TestScanIncompleteIsAnError(t *testing.T) {
 		t.Errorf("error %q lacks %q", err, want)
 	}
 }
+
+// TestScanLeavesClientOptsUnwritten: the Resender's clients are built from
+// a new slice, never by appending to ClientOpts, which the process shares
+// between every concurrent scan: options with spare capacity (as an
+// append elsewhere leaves them) kept their spare slots empty, where two
+// scans at once would otherwise write their topics and offsets into the
+// same array (a data race, and one request reading another's records).
+func TestScanLeavesClientOptsUnwritten(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opts := make([]kgo.Opt, 1, 8) // spare capacity, as append(Clip(x), y) leaves
+	opts[0] = kgo.SeedBrokers(c.ListenAddrs()...)
+	s, err := NewResender(ResenderOptions{ClientOpts: opts, DLQ: "t.dlq", Deliveries: "t.deliveries"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
+	defer cancel()
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: "t.x", Partition: 0, Value: []byte{1}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.scan(ctx, "t.x", map[int32]span{0: {0, 1}}, func(*kgo.Record) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range opts[:cap(opts)][1:] {
+		if o != nil {
+			t.Errorf("ClientOpts' spare slot %d was written (%T): a client was built by appending to the shared options", i+1, o)
+		}
+	}
+}
