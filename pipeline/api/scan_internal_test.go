@@ -17,17 +17,7 @@ import (
 // instead of returning the part it read as if it were all (F6: queued and
 // candidates were silently incomplete).
 func TestScanIncompleteIsAnError(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	s, err := NewResender(ResenderOptions{ClientOpts: opts, DLQ: "t.dlq", Deliveries: "t.deliveries"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := kfakeResender(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
 	defer cancel()
 	for i := 0; i < 3; i++ {
@@ -38,7 +28,7 @@ func TestScanIncompleteIsAnError(t *testing.T) {
 	defer func(d time.Duration) { scanIdle = d }(scanIdle)
 	scanIdle = 500 * time.Millisecond
 	n := 0
-	err = s.scan(ctx, "t.x", map[int32]span{0: {0, 3}}, func(*kgo.Record) bool { n++; return true })
+	err := s.scan(ctx, "t.x", map[int32]span{0: {0, 3}}, func(*kgo.Record) bool { n++; return true })
 	if err != nil || n != 3 {
 		t.Fatalf("complete scan: %d records, %v; want 3, nil", n, err)
 	}
@@ -60,18 +50,7 @@ func TestScanIncompleteIsAnError(t *testing.T) {
 // scans at once would otherwise write their topics and offsets into the
 // same array (a data race, and one request reading another's records).
 func TestScanLeavesClientOptsUnwritten(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	opts := make([]kgo.Opt, 1, 8) // spare capacity, as append(Clip(x), y) leaves
-	opts[0] = kgo.SeedBrokers(c.ListenAddrs()...)
-	s, err := NewResender(ResenderOptions{ClientOpts: opts, DLQ: "t.dlq", Deliveries: "t.deliveries"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, opts := kfakeResender(t, 7) // spare capacity, as append(Clip(x), y) leaves
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
 	defer cancel()
 	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: "t.x", Partition: 0, Value: []byte{1}}).FirstErr(); err != nil {
@@ -85,4 +64,24 @@ func TestScanLeavesClientOptsUnwritten(t *testing.T) {
 			t.Errorf("ClientOpts' spare slot %d was written (%T): a client was built by appending to the shared options", i+1, o)
 		}
 	}
+}
+
+// kfakeResender is a Resender on a one-broker kfake cluster with topic
+// "t.x", and its ClientOpts: the seed brokers, with spare more slots of
+// capacity. Both are closed when t ends.
+func kfakeResender(t *testing.T, spare int) (*Resender, []kgo.Opt) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t.x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	opts := make([]kgo.Opt, 1, 1+spare)
+	opts[0] = kgo.SeedBrokers(c.ListenAddrs()...)
+	s, err := NewResender(ResenderOptions{ClientOpts: opts, DLQ: "t.dlq", Deliveries: "t.deliveries"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, opts
 }
