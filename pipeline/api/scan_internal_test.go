@@ -50,7 +50,8 @@ func TestScanIncompleteIsAnError(t *testing.T) {
 // scans at once would otherwise write their topics and offsets into the
 // same array (a data race, and one request reading another's records).
 func TestScanLeavesClientOptsUnwritten(t *testing.T) {
-	s, opts := kfakeResender(t, 7) // spare capacity, as append(Clip(x), y) leaves
+	// Spare capacity, as append(Clip(x), y) leaves.
+	s, opts := kfakeResender(t, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // hang guard
 	defer cancel()
 	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: "t.x", Partition: 0, Value: []byte{1}}).FirstErr(); err != nil {
